@@ -1,0 +1,406 @@
+#include "common/client/api_client.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+namespace berth::client {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using http::Task;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+Error IoError(const boost::system::error_code& ec, std::string_view what) {
+  if (ec == beast::error::timeout || ec == asio::error::timed_out) {
+    return Error{ErrorCode::kDeadlineExceeded, fmt::format("{}: timed out", what)};
+  }
+  return Error{ErrorCode::kUnavailable, fmt::format("{}: {}", what, ec.message())};
+}
+
+// Runs `task` to completion on `io`. Every operation inside carries its own timeout, so this
+// returns.
+template <class T>
+T RunSync(asio::io_context& io, Task<T> task) {
+  std::optional<T> result;
+  std::exception_ptr failure;
+  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T value) {
+    failure = e;
+    if (!e) result.emplace(std::move(value));
+  });
+  io.restart();
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+  return std::move(*result);
+}
+
+Task<Result<std::unique_ptr<http::Stream>>> Dial(const Endpoint& endpoint,
+                                                 const ClientOptions& options) {
+  auto ep = endpoint.ToAsio();
+  if (!ep) co_return Fail(ep.error());
+  auto stream = std::make_unique<http::Stream>(co_await asio::this_coro::executor);
+  stream->expires_after(options.connect_timeout);
+  auto [ec] = co_await stream->async_connect(*ep, kTuple);
+  if (ec) co_return Fail(IoError(ec, fmt::format("connect {}", endpoint.ToString())));
+  if (endpoint.kind == Endpoint::Kind::kTcp) {
+    int one = 1;
+    setsockopt(stream->socket().native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  co_return stream;
+}
+
+std::string HostHeader(const Endpoint& endpoint) {
+  return endpoint.kind == Endpoint::Kind::kTcp ? fmt::format("{}:{}", endpoint.host, endpoint.port)
+                                               : std::string("berth");
+}
+
+Response ToResponse(const bhttp::response_header<>& header) {
+  Response out;
+  out.status = static_cast<int>(header.result_int());
+  for (const auto& field : header) {
+    out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view Response::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (beast::iequals(k, name)) return v;
+  }
+  return {};
+}
+
+ApiClient::ApiClient(Endpoint endpoint, std::string token, ClientOptions options)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)), options_(options) {}
+
+Error ApiClient::ErrorFrom(const Response& response) {
+  auto body = nlohmann::json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    const auto& e = body["error"];
+    std::string code = e.value("code", "");
+    std::string message = e.value("message", "");
+    auto parsed = ErrorCodeFromName(code);
+    return Error{parsed.value_or(ErrorCodeForHttpStatus(response.status)), message};
+  }
+  std::string snippet = response.body.substr(0, 200);
+  return Error{ErrorCodeForHttpStatus(response.status),
+               fmt::format("HTTP {}{}{}", response.status, snippet.empty() ? "" : ": ", snippet)};
+}
+
+Result<Response> ApiClient::Request(bhttp::verb method, std::string_view target,
+                                    std::string_view body, std::string_view content_type,
+                                    const Headers& headers) {
+  Response out;
+  std::string owned(body);
+  auto status = Stream(
+      method, target,
+      [&] {
+        Headers h = headers;
+        if (!content_type.empty()) h.emplace_back("Content-Type", std::string(content_type));
+        return h;
+      }(),
+      [&, offset = size_t{0}](char* buf, size_t size) mutable -> Result<size_t> {
+        size_t n = std::min(size, owned.size() - offset);
+        std::memcpy(buf, owned.data() + offset, n);
+        offset += n;
+        return n;
+      },
+      owned.size(),
+      [&](std::string_view data) -> Status {
+        if (out.body.size() + data.size() > options_.max_response_bytes) {
+          return Fail(ErrorCode::kTooLarge, "response is over the client's limit");
+        }
+        out.body.append(data);
+        return {};
+      },
+      [&](const Response& head) {
+        out.status = head.status;
+        out.headers = head.headers;
+      });
+  if (!status) {
+    // Stream() turns non-2xx into errors; Request() reports them as responses.
+    if (out.status >= 300 || (out.status >= 100 && out.status < 200)) return out;
+    return Fail(status.error());
+  }
+  return out;
+}
+
+Result<nlohmann::json> ApiClient::Json(bhttp::verb method, std::string_view target,
+                                       const std::optional<nlohmann::json>& body,
+                                       const Headers& headers) {
+  auto response = Request(method, target, body ? body->dump() : std::string(),
+                          body ? "application/json" : "", headers);
+  if (!response) return Fail(response.error());
+  if (response->status < 200 || response->status >= 300) return Fail(ErrorFrom(*response));
+  if (response->body.empty()) return nlohmann::json::object();
+  auto parsed = nlohmann::json::parse(response->body, nullptr, false);
+  if (parsed.is_discarded()) {
+    return Fail(ErrorCode::kInternal, fmt::format("{} answered with invalid JSON", target));
+  }
+  return parsed;
+}
+
+Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Headers& headers,
+                         const BodySource& source, std::optional<uint64_t> length,
+                         const BodySink& sink,
+                         const std::function<void(const Response&)>& on_status) {
+  asio::io_context io;
+  auto task = [&]() -> Task<Status> {
+    auto dialed = co_await Dial(endpoint_, options_);
+    if (!dialed) co_return Fail(dialed.error());
+    http::Stream& stream = **dialed;
+
+    bhttp::request<bhttp::empty_body> req{method, std::string(target), 11};
+    req.set(bhttp::field::host, HostHeader(endpoint_));
+    req.set(bhttp::field::user_agent, "berth-client/" BERTH_VERSION);
+    if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
+    for (const auto& [k, v] : headers) req.set(k, v);
+    req.keep_alive(false);
+    bool has_body = source && (!length || *length > 0);
+    if (length) {
+      if (*length > 0 || method == bhttp::verb::put || method == bhttp::verb::post) {
+        req.content_length(*length);
+      }
+    } else if (has_body) {
+      req.chunked(true);
+    }
+    bhttp::request_serializer<bhttp::empty_body> sr{req};
+    stream.expires_after(options_.io_timeout);
+    auto [ec, n] = co_await bhttp::async_write_header(stream, sr, kTuple);
+    std::optional<Error> send_error;
+    // A server that refuses early (busy, unauthenticated) may close before reading it all:
+    // on a failed write, still read the answer it sent.
+    if (ec) send_error = IoError(ec, "send request");
+    if (has_body && !send_error) {
+      std::vector<char> buf(256 * 1024);
+      uint64_t sent = 0;
+      for (;;) {
+        auto got = source(buf.data(), buf.size());
+        if (!got) co_return Fail(got.error());
+        if (*got == 0) break;
+        sent += *got;
+        stream.expires_after(options_.io_timeout);
+        boost::system::error_code wec;
+        if (length) {
+          std::tie(wec, n) =
+              co_await asio::async_write(stream, asio::buffer(buf.data(), *got), kTuple);
+        } else {
+          std::tie(wec, n) = co_await asio::async_write(
+              stream, bhttp::make_chunk(asio::buffer(buf.data(), *got)), kTuple);
+        }
+        if (wec) {
+          // The server may have answered early (an error) and closed: read that answer.
+          send_error = IoError(wec, "send request body");
+          break;
+        }
+      }
+      if (!send_error && length && sent != *length) {
+        co_return Fail(ErrorCode::kInvalidArgument,
+                       fmt::format("request body was {} bytes, not the {} announced", sent,
+                                   *length));
+      }
+      if (!send_error && !length) {
+        stream.expires_after(options_.io_timeout);
+        std::tie(ec, n) = co_await asio::async_write(stream, bhttp::make_chunk_last(), kTuple);
+        if (ec) send_error = IoError(ec, "send request body");
+      }
+    }
+
+    beast::flat_buffer buffer;
+    std::optional<bhttp::response_parser<bhttp::buffer_body>> holder;
+    do {
+      // Interim answers (100 Continue) are skipped: read until the real header.
+      holder.emplace();
+      holder->body_limit(boost::none);
+      holder->header_limit(64 * 1024);
+      if (method == bhttp::verb::head) holder->skip(true);
+      stream.expires_after(options_.io_timeout);
+      std::tie(ec, n) = co_await bhttp::async_read_header(stream, buffer, *holder, kTuple);
+    } while (!ec && holder->get().result_int() / 100 == 1);
+    auto& parser = *holder;
+    if (ec) {
+      if (send_error) co_return Fail(*send_error);
+      co_return Fail(IoError(ec, "read response"));
+    }
+    Response head = ToResponse(parser.get().base());
+    if (on_status) on_status(head);
+    bool ok = head.status >= 200 && head.status < 300;
+    std::string error_body;
+    std::vector<char> buf(256 * 1024);
+    while (!parser.is_done()) {
+      parser.get().body().data = buf.data();
+      parser.get().body().size = buf.size();
+      stream.expires_after(options_.io_timeout);
+      std::tie(ec, n) = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (ec) co_return Fail(IoError(ec, "read response body"));
+      size_t got = buf.size() - parser.get().body().size;
+      if (got == 0) continue;
+      std::string_view data(buf.data(), got);
+      if (!ok) {
+        if (error_body.size() < 64 * 1024) error_body.append(data);
+        continue;
+      }
+      auto status = sink ? sink(data) : Status{};
+      if (!status) co_return status;
+    }
+    if (!ok) {
+      head.body = std::move(error_body);
+      if (on_status) on_status(head);
+      co_return Fail(ErrorFrom(head));
+    }
+    if (send_error) co_return Fail(*send_error);
+    beast::error_code ignored;
+    stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    co_return Status{};
+  };
+  return RunSync(io, task());
+}
+
+Result<std::unique_ptr<WebSocketConnection>> ApiClient::OpenWebSocket(std::string_view target,
+                                                                      const Headers& headers) {
+  std::unique_ptr<WebSocketConnection> conn(new WebSocketConnection());
+  conn->io_ = std::make_unique<asio::io_context>();
+  conn->io_timeout_ = options_.io_timeout;
+  auto task = [&]() -> Task<Status> {
+    auto dialed = co_await Dial(endpoint_, options_);
+    if (!dialed) co_return Fail(dialed.error());
+    (*dialed)->expires_never();
+    auto ws = std::make_unique<http::WebSocket>(std::move(**dialed));
+    ws->set_option(http::websocket::stream_base::timeout{
+        std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout),
+        std::chrono::seconds(300), true});
+    ws->read_message_max(64u << 20);
+    std::string token = token_;
+    ws->set_option(http::websocket::stream_base::decorator(
+        [token, headers](http::websocket::request_type& req) {
+          req.set(bhttp::field::user_agent, "berth-client/" BERTH_VERSION);
+          if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+          for (const auto& [k, v] : headers) req.set(k, v);
+        }));
+    http::websocket::response_type res;
+    auto [ec] = co_await ws->async_handshake(res, HostHeader(endpoint_), std::string(target),
+                                             kTuple);
+    if (ec) {
+      if (res.result_int() != 0 && res.result_int() != 101) {
+        Response r;
+        r.status = static_cast<int>(res.result_int());
+        r.body = res.body();
+        co_return Fail(ErrorFrom(r));
+      }
+      co_return Fail(IoError(ec, "websocket handshake"));
+    }
+    conn->ws_ = std::move(ws);
+    co_return Status{};
+  };
+  auto status = RunSync(*conn->io_, task());
+  if (!status) return Fail(status.error());
+  return conn;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+WebSocketConnection::~WebSocketConnection() {
+  if (ws_ && ws_->is_open()) {
+    beast::error_code ignored;
+    beast::get_lowest_layer(*ws_).socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  }
+}
+
+Status WebSocketConnection::SendText(std::string_view data) {
+  auto task = [&]() -> Task<Status> {
+    ws_->text(true);
+    auto [ec, n] = co_await ws_->async_write(asio::buffer(data.data(), data.size()), kTuple);
+    if (ec) co_return Fail(IoError(ec, "websocket write"));
+    co_return Status{};
+  };
+  return RunSync(*io_, task());
+}
+
+Status WebSocketConnection::SendBinary(std::string_view data) {
+  auto task = [&]() -> Task<Status> {
+    ws_->binary(true);
+    auto [ec, n] = co_await ws_->async_write(asio::buffer(data.data(), data.size()), kTuple);
+    if (ec) co_return Fail(IoError(ec, "websocket write"));
+    co_return Status{};
+  };
+  return RunSync(*io_, task());
+}
+
+Result<WebSocketConnection::Frame> WebSocketConnection::Read(std::chrono::milliseconds timeout) {
+  beast::flat_buffer buffer;
+  std::optional<boost::system::error_code> done;
+  ws_->async_read(buffer, [&](boost::system::error_code ec, size_t) { done = ec; });
+  io_->restart();
+  io_->run_for(timeout);
+  if (!done) {
+    // Cancel the read (this closes the stream for good: Beast cannot resume a cancelled read).
+    beast::get_lowest_layer(*ws_).cancel();
+    io_->restart();
+    io_->run();
+    return Fail(ErrorCode::kDeadlineExceeded, "no websocket message in time");
+  }
+  if (*done) {
+    if (*done == http::websocket::error::closed) {
+      return Fail(ErrorCode::kUnavailable,
+                  fmt::format("websocket closed: {} {}", static_cast<int>(ws_->reason().code),
+                              ws_->reason().reason.c_str()));
+    }
+    return Fail(IoError(*done, "websocket read"));
+  }
+  Frame frame;
+  frame.text = ws_->got_text();
+  frame.data = beast::buffers_to_string(buffer.data());
+  return frame;
+}
+
+Status WebSocketConnection::Close() {
+  if (!ws_ || !ws_->is_open()) return {};
+  auto task = [&]() -> Task<Status> {
+    auto [ec] = co_await ws_->async_close(http::websocket::close_code::normal, kTuple);
+    if (ec) co_return Fail(IoError(ec, "websocket close"));
+    co_return Status{};
+  };
+  return RunSync(*io_, task());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Status NdjsonSplitter::Feed(std::string_view data) {
+  while (!data.empty()) {
+    auto nl = data.find('\n');
+    if (nl == std::string_view::npos) {
+      if (pending_.size() + data.size() > max_line_) {
+        return Fail(ErrorCode::kTooLarge, "NDJSON line over the limit");
+      }
+      pending_.append(data);
+      return {};
+    }
+    pending_.append(data.substr(0, nl));
+    data.remove_prefix(nl + 1);
+    if (!pending_.empty()) {
+      auto parsed = nlohmann::json::parse(pending_, nullptr, false);
+      pending_.clear();
+      if (parsed.is_discarded()) return Fail(ErrorCode::kInternal, "invalid NDJSON line");
+      auto status = on_line_(parsed);
+      if (!status) return status;
+    }
+  }
+  return {};
+}
+
+Status NdjsonSplitter::Finish() {
+  if (pending_.empty()) return {};
+  std::string last = std::move(pending_);
+  pending_.clear();
+  return Feed(last + "\n");
+}
+
+}  // namespace berth::client

@@ -1,0 +1,467 @@
+#include "common/http/server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace berth::http {
+namespace {
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+Error IoError(const boost::system::error_code& ec, std::string_view what) {
+  if (ec == beast::error::timeout) {
+    return Error{ErrorCode::kDeadlineExceeded, fmt::format("{}: timed out", what)};
+  }
+  return Error{ErrorCode::kUnavailable, fmt::format("{}: {}", what, ec.message())};
+}
+
+bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned version) {
+  bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(HttpStatus(error.code)),
+                                          version};
+  res.set(bhttp::field::content_type, "application/json");
+  nlohmann::json body = {{"error",
+                          {{"code", ErrorCodeName(error.code)}, {"message", error.message}}}};
+  res.body() = body.dump();
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Exchange
+
+Exchange::Exchange(Stream& stream, beast::flat_buffer& buffer,
+                   bhttp::request_parser<bhttp::buffer_body>& parser,
+                   const ServerOptions& options, const Endpoint& listener)
+    : stream_(stream), buffer_(buffer), parser_(parser), options_(options), listener_(listener) {
+  body_done_ = parser_.is_done();
+}
+
+Task<bool> Exchange::Prepare() {
+  auto [path, query] = SplitTarget(target());
+  auto decoded = PercentDecode(path);
+  if (!decoded || !decoded->starts_with('/')) {
+    keep_alive_ = false;
+    co_await SendError({ErrorCode::kInvalidArgument, "bad request target"});
+    co_return false;
+  }
+  auto parsed = Query::Parse(query);
+  if (!parsed) {
+    keep_alive_ = false;
+    co_await SendError(parsed.error());
+    co_return false;
+  }
+  path_ = std::move(*decoded);
+  query_ = std::move(*parsed);
+  co_return true;
+}
+
+std::string_view Exchange::header(bhttp::field field) const {
+  auto it = request().find(field);
+  return it == request().end() ? std::string_view() : std::string_view(it->value());
+}
+
+std::string_view Exchange::header(std::string_view name) const {
+  auto it = request().find(name);
+  return it == request().end() ? std::string_view() : std::string_view(it->value());
+}
+
+std::string_view Exchange::param(std::string_view name) const {
+  auto it = params_.find(name);
+  return it == params_.end() ? std::string_view() : std::string_view(it->second);
+}
+
+Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
+  if (body_started_ && !body_done_) co_return Fail(ErrorCode::kInternal, "body read twice");
+  body_started_ = true;
+  if (body_done_) co_return Status{};
+  if (beast::iequals(header(bhttp::field::expect), "100-continue")) {
+    bhttp::response<bhttp::empty_body> cont{bhttp::status::continue_, request().version()};
+    stream_.expires_after(options_.io_timeout);
+    auto [ec, n] = co_await bhttp::async_write(stream_, cont, kTuple);
+    if (ec) {
+      keep_alive_ = false;
+      co_return Fail(IoError(ec, "write 100-continue"));
+    }
+  }
+  std::vector<char> buf(chunk);
+  while (!parser_.is_done()) {
+    parser_.get().body().data = buf.data();
+    parser_.get().body().size = buf.size();
+    stream_.expires_after(options_.io_timeout);
+    auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser_, kTuple);
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) {
+      keep_alive_ = false;
+      if (ec == bhttp::error::partial_message || ec == asio::error::eof) {
+        co_return Fail(ErrorCode::kInvalidArgument, "request body ended early");
+      }
+      co_return Fail(IoError(ec, "read request body"));
+    }
+    size_t got = buf.size() - parser_.get().body().size;
+    if (got > 0) {
+      auto status = co_await sink(std::string_view(buf.data(), got));
+      if (!status) {
+        keep_alive_ = false;
+        co_return status;
+      }
+    }
+  }
+  body_done_ = true;
+  co_return Status{};
+}
+
+Task<Result<std::string>> Exchange::ReadBody(size_t limit) {
+  if (auto len = parser_.content_length(); len && *len > limit) {
+    keep_alive_ = false;
+    co_return Fail(ErrorCode::kTooLarge,
+                   fmt::format("request body of {} bytes is over the limit of {}", *len, limit));
+  }
+  std::string body;
+  auto status = co_await ReadBodyChunks(
+      [&](std::string_view data) -> Task<Status> {
+        if (body.size() + data.size() > limit) {
+          co_return Fail(ErrorCode::kTooLarge,
+                         fmt::format("request body is over the limit of {} bytes", limit));
+        }
+        body.append(data);
+        co_return Status{};
+      },
+      64 * 1024);
+  if (!status) co_return Fail(status.error());
+  co_return body;
+}
+
+Task<Result<nlohmann::json>> Exchange::ReadJson() {
+  auto body = co_await ReadBody(options_.max_json_bytes);
+  if (!body) co_return Fail(body.error());
+  if (body->empty()) co_return nlohmann::json::object();
+  auto parsed = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) co_return Fail(ErrorCode::kInvalidArgument, "body is not valid JSON");
+  co_return parsed;
+}
+
+Task<Status> Exchange::Send(bhttp::response<bhttp::string_body> response) {
+  if (responded_) co_return Fail(ErrorCode::kInternal, "responded twice");
+  responded_ = true;
+  if (parser_.is_done()) body_done_ = true;
+  response.version(request().version());
+  response.keep_alive(keep_alive_ && body_done_ && request().keep_alive());
+  if (!response.has_content_length() && !response.chunked()) response.prepare_payload();
+  stream_.expires_after(options_.io_timeout);
+  auto [ec, n] = co_await bhttp::async_write(stream_, response, kTuple);
+  if (ec) {
+    keep_alive_ = false;
+    co_return Fail(IoError(ec, "write response"));
+  }
+  if (!response.keep_alive()) keep_alive_ = false;
+  co_return Status{};
+}
+
+Task<Status> Exchange::SendJson(bhttp::status status, const nlohmann::json& body) {
+  bhttp::response<bhttp::string_body> res{status, request().version()};
+  res.set(bhttp::field::content_type, "application/json");
+  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  res.body().push_back('\n');
+  co_return co_await Send(std::move(res));
+}
+
+Task<Status> Exchange::SendError(const Error& error) {
+  if (responded_) {
+    // Mid-stream: the only honest signal left is to drop the connection.
+    keep_alive_ = false;
+    beast::error_code ignored;
+    stream_.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+    co_return Fail(error);
+  }
+  co_return co_await Send(ErrorResponse(error, request().version()));
+}
+
+Task<Status> Exchange::BeginChunked(bhttp::status status, std::string_view content_type,
+                                    const std::vector<std::pair<std::string, std::string>>& headers) {
+  if (responded_) co_return Fail(ErrorCode::kInternal, "responded twice");
+  responded_ = true;
+  if (parser_.is_done()) body_done_ = true;
+  bhttp::response<bhttp::empty_body> res{status, request().version()};
+  res.set(bhttp::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.set(k, v);
+  res.keep_alive(keep_alive_ && body_done_ && request().keep_alive());
+  if (!res.keep_alive()) keep_alive_ = false;
+  res.chunked(true);
+  bhttp::response_serializer<bhttp::empty_body> sr{res};
+  stream_.expires_after(options_.io_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, kTuple);
+  if (ec) {
+    keep_alive_ = false;
+    co_return Fail(IoError(ec, "write response header"));
+  }
+  co_return Status{};
+}
+
+Task<Status> Exchange::WriteChunk(std::string_view data) {
+  if (data.empty()) co_return Status{};  // an empty chunk would end the body
+  stream_.expires_after(options_.io_timeout);
+  auto [ec, n] = co_await asio::async_write(
+      stream_, bhttp::make_chunk(asio::const_buffer(data.data(), data.size())), kTuple);
+  if (ec) {
+    keep_alive_ = false;
+    co_return Fail(IoError(ec, "write response chunk"));
+  }
+  co_return Status{};
+}
+
+Task<Status> Exchange::EndChunked() {
+  stream_.expires_after(options_.io_timeout);
+  auto [ec, n] = co_await asio::async_write(stream_, bhttp::make_chunk_last(), kTuple);
+  if (ec) {
+    keep_alive_ = false;
+    co_return Fail(IoError(ec, "write last chunk"));
+  }
+  co_return Status{};
+}
+
+Task<Status> Exchange::BeginFixed(bhttp::status status, std::string_view content_type,
+                                  uint64_t length,
+                                  const std::vector<std::pair<std::string, std::string>>& headers) {
+  if (responded_) co_return Fail(ErrorCode::kInternal, "responded twice");
+  responded_ = true;
+  if (parser_.is_done()) body_done_ = true;
+  bhttp::response<bhttp::empty_body> res{status, request().version()};
+  res.set(bhttp::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.set(k, v);
+  res.keep_alive(keep_alive_ && body_done_ && request().keep_alive());
+  if (!res.keep_alive()) keep_alive_ = false;
+  res.content_length(length);
+  bhttp::response_serializer<bhttp::empty_body> sr{res};
+  stream_.expires_after(options_.io_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream_, sr, kTuple);
+  if (ec) {
+    keep_alive_ = false;
+    co_return Fail(IoError(ec, "write response header"));
+  }
+  co_return Status{};
+}
+
+Task<Status> Exchange::WriteRaw(std::string_view data) {
+  stream_.expires_after(options_.io_timeout);
+  auto [ec, n] =
+      co_await asio::async_write(stream_, asio::const_buffer(data.data(), data.size()), kTuple);
+  if (ec) {
+    keep_alive_ = false;
+    co_return Fail(IoError(ec, "write response body"));
+  }
+  co_return Status{};
+}
+
+bool Exchange::IsWebSocketUpgrade() const { return websocket::is_upgrade(request()); }
+
+Task<Result<std::unique_ptr<WebSocket>>> Exchange::AcceptWebSocket() {
+  if (responded_) co_return Fail(ErrorCode::kInternal, "responded twice");
+  if (!IsWebSocketUpgrade()) {
+    co_return Fail(ErrorCode::kInvalidArgument, "this endpoint needs a WebSocket upgrade");
+  }
+  responded_ = true;
+  taken_ = true;
+  keep_alive_ = false;
+  stream_.expires_never();
+  auto ws = std::make_unique<WebSocket>(std::move(stream_));
+  ws->set_option(websocket::stream_base::timeout{
+      options_.io_timeout, std::chrono::seconds(30), /*keep_alive_pings=*/true});
+  ws->read_message_max(4 << 20);
+  auto [ec] = co_await ws->async_accept(request(), kTuple);
+  if (ec) co_return Fail(IoError(ec, "websocket handshake"));
+  co_return ws;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+
+struct Server::Listener {
+  explicit Listener(asio::io_context& io) : acceptor(io) {}
+  asio::basic_socket_acceptor<asio::generic::stream_protocol> acceptor;
+  Endpoint endpoint;
+};
+
+struct Server::Connection {
+  explicit Connection(asio::generic::stream_protocol::socket socket)
+      : stream(std::move(socket)), fd(dup(stream.socket().native_handle())) {}
+  ~Connection() {
+    if (fd >= 0) close(fd);
+  }
+  Stream stream;
+  // A duplicate of the socket, kept so that Stop() can shut the connection down even after a
+  // handler has taken the stream over (a WebSocket). shutdown() acts on the socket, not the fd.
+  int fd;
+  Endpoint listener;
+};
+
+Server::Server(asio::io_context& io, ServerOptions options, Handler handler)
+    : io_(io), options_(std::move(options)), handler_(std::move(handler)) {}
+
+Server::~Server() { Stop(); }
+
+Result<Endpoint> Server::Listen(const Endpoint& endpoint, unsigned unix_mode) {
+  auto asio_ep = endpoint.ToAsio();
+  if (!asio_ep) return Fail(asio_ep.error());
+  auto listener = std::make_shared<Listener>(io_);
+  boost::system::error_code ec;
+  if (endpoint.kind == Endpoint::Kind::kUnix) ::unlink(endpoint.path.c_str());
+  listener->acceptor.open(asio_ep->protocol(), ec);
+  if (ec) {
+    return Fail(ErrorCode::kUnavailable,
+                fmt::format("listen {}: socket: {}", endpoint.ToString(), ec.message()));
+  }
+  if (endpoint.kind == Endpoint::Kind::kTcp) {
+    listener->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  }
+  listener->acceptor.bind(*asio_ep, ec);
+  if (!ec) listener->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Fail(ErrorCode::kUnavailable,
+                fmt::format("listen {}: {}", endpoint.ToString(), ec.message()));
+  }
+  if (endpoint.kind == Endpoint::Kind::kUnix) ::chmod(endpoint.path.c_str(), unix_mode);
+  auto bound = LocalEndpoint(listener->acceptor.native_handle(), endpoint.kind);
+  if (!bound) return Fail(bound.error());
+  if (endpoint.kind == Endpoint::Kind::kUnix) bound->path = endpoint.path;
+  listener->endpoint = *bound;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return Fail(ErrorCode::kFailedPrecondition, "server stopped");
+    listeners_.push_back(listener);
+  }
+  asio::co_spawn(io_, AcceptLoop(listener), asio::detached);
+  return *bound;
+}
+
+void Server::Stop() {
+  std::vector<std::shared_ptr<Listener>> listeners;
+  std::vector<std::shared_ptr<Connection>> connections;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+    listeners.swap(listeners_);
+    for (const auto& weak : connections_) {
+      if (auto c = weak.lock()) connections.push_back(std::move(c));
+    }
+    connections_.clear();
+  }
+  for (auto& l : listeners) {
+    asio::post(l->acceptor.get_executor(), [l] {
+      boost::system::error_code ignored;
+      l->acceptor.close(ignored);
+      if (l->endpoint.kind == Endpoint::Kind::kUnix) ::unlink(l->endpoint.path.c_str());
+    });
+  }
+  for (auto& c : connections) {
+    if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
+  }
+}
+
+Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
+  for (;;) {
+    auto [ec, socket] =
+        co_await listener->acceptor.async_accept(asio::make_strand(io_), kTuple);
+    if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;
+    if (ec) {
+      // EMFILE and friends: log, back off a little, keep serving the connections we have.
+      spdlog::warn("accept on {}: {}", listener->endpoint.ToString(), ec.message());
+      asio::steady_timer timer(io_, std::chrono::milliseconds(100));
+      co_await timer.async_wait(kTuple);
+      continue;
+    }
+    if (open_connections_.load() >= options_.max_connections) {
+      static constexpr std::string_view kBusy =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+          "Connection: close\r\nContent-Length: 78\r\n\r\n"
+          "{\"error\":{\"code\":\"resource_exhausted\",\"message\":\"too many open connections\"}}";
+      boost::system::error_code ignored;
+      socket.non_blocking(true, ignored);
+      socket.write_some(asio::buffer(kBusy), ignored);
+      socket.close(ignored);
+      continue;
+    }
+    auto connection = std::make_shared<Connection>(std::move(socket));
+    connection->listener = listener->endpoint;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopped_) co_return;
+      connections_.insert(connection);
+    }
+    open_connections_.fetch_add(1);
+    auto executor = connection->stream.get_executor();
+    asio::co_spawn(executor, Serve(std::move(connection)), asio::detached);
+  }
+}
+
+Task<void> Server::Serve(std::shared_ptr<Connection> c) {
+  beast::flat_buffer buffer;
+  bool first = true;
+  for (;;) {
+    bhttp::request_parser<bhttp::buffer_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+    parser.body_limit(boost::none);  // bodies are streamed; handlers apply their own limits
+    c->stream.expires_after(first ? options_.header_timeout : options_.idle_timeout);
+    first = false;
+    auto [ec, n] = co_await bhttp::async_read_header(c->stream, buffer, parser, kTuple);
+    if (ec) {
+      std::optional<Error> error;
+      if (ec == bhttp::error::header_limit) {
+        error = Error{ErrorCode::kTooLarge, "request header too large"};
+      } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+                 ec != bhttp::error::end_of_stream) {
+        error = Error{ErrorCode::kInvalidArgument, "malformed HTTP request: " + ec.message()};
+      }
+      if (error) {
+        auto res = ErrorResponse(*error, 11);
+        res.keep_alive(false);
+        c->stream.expires_after(std::chrono::seconds(5));
+        co_await bhttp::async_write(c->stream, res, kTuple);
+      }
+      break;
+    }
+    Exchange exchange(c->stream, buffer, parser, options_, c->listener);
+    if (!co_await exchange.Prepare()) break;
+    std::optional<std::string> failure;
+    try {
+      co_await handler_(exchange);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (failure) {
+      spdlog::error("handler for {} {} threw: {}", std::string(bhttp::to_string(exchange.method())),
+                    exchange.path(), *failure);
+      if (!exchange.responded()) {
+        co_await exchange.SendError({ErrorCode::kInternal, "internal error"});
+      }
+      break;
+    }
+    if (!exchange.responded()) {
+      co_await exchange.SendError({ErrorCode::kInternal, "handler sent no response"});
+    }
+    if (!exchange.keep_alive()) break;
+  }
+  // A handler that took the stream over (WebSocket) left a closed, moved-from socket here.
+  if (c->stream.socket().is_open()) {
+    boost::system::error_code ignored;
+    c->stream.socket().shutdown(asio::socket_base::shutdown_send, ignored);
+    c->stream.close();
+  }
+  open_connections_.fetch_sub(1);
+  std::lock_guard lock(mutex_);
+  connections_.erase(c);
+}
+
+}  // namespace berth::http

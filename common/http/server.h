@@ -1,0 +1,157 @@
+// An HTTP/1.1 + WebSocket server over any stream transport (unix, TCP, vsock), built on
+// Boost.Beast coroutines: one coroutine per connection on its own strand, a cap on
+// connections, limits on header size and timeouts on every read and write.
+//
+// Handlers get an Exchange: the parsed request header plus the means to read the body (whole
+// or streamed), answer (whole, chunked-streamed, or by taking over the connection as a
+// WebSocket or raw byte pipe).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/endpoint.h"
+#include "common/error.h"
+#include "common/http/types.h"
+#include "common/http/url.h"
+
+namespace berth::http {
+
+struct ServerOptions {
+  // Request line plus headers. 16 KiB fits any sane client and bounds what a hostile one costs.
+  size_t max_header_bytes = 16 * 1024;
+  // Above this many open connections new ones get a 503 and are closed.
+  size_t max_connections = 512;
+  // Time allowed to receive a complete request header once the first byte is expected.
+  std::chrono::seconds header_timeout{30};
+  // A keep-alive connection with no next request is closed after this.
+  std::chrono::seconds idle_timeout{120};
+  // Each body read or response write must make progress within this.
+  std::chrono::seconds io_timeout{60};
+  // Default cap for ReadJson / ReadBody.
+  size_t max_json_bytes = 1 << 20;
+};
+
+class Exchange {
+ public:
+  Exchange(Stream& stream, beast::flat_buffer& buffer,
+           bhttp::request_parser<bhttp::buffer_body>& parser, const ServerOptions& options,
+           const Endpoint& listener);
+
+  // --- the request ------------------------------------------------------------------------
+  const bhttp::request<bhttp::buffer_body>& request() const { return parser_.get(); }
+  bhttp::verb method() const { return request().method(); }
+  std::string_view target() const { return request().target(); }
+  // The decoded path (no query).
+  const std::string& path() const { return path_; }
+  const Query& query() const { return query_; }
+  std::string_view header(bhttp::field field) const;
+  std::string_view header(std::string_view name) const;
+  // Parameters bound by the router, e.g. "id" for "/v1/processes/{id}".
+  std::map<std::string, std::string, std::less<>>& params() { return params_; }
+  std::string_view param(std::string_view name) const;
+  // Which listener the request came through.
+  const Endpoint& listener() const { return listener_; }
+  // Anything a middleware wants to carry to the handler (e.g. the authenticated principal).
+  nlohmann::json& context() { return context_; }
+
+  // --- the request body -------------------------------------------------------------------
+  // Whole body, at most `limit` bytes (413 above). Call at most once.
+  Task<Result<std::string>> ReadBody(size_t limit);
+  // Whole body parsed as JSON; an empty body reads as an empty object.
+  Task<Result<nlohmann::json>> ReadJson();
+  // Streams the body to `sink` in chunks of up to `chunk` bytes, without holding it in memory.
+  // `sink` may be a coroutine; a failing sink stops the read and its error is returned.
+  using ChunkSink = std::function<Task<Status>(std::string_view)>;
+  Task<Status> ReadBodyChunks(const ChunkSink& sink, size_t chunk = 256 * 1024);
+  // True once the request body has been read to its end (needed for keep-alive).
+  bool body_done() const { return body_done_; }
+
+  // --- answers ----------------------------------------------------------------------------
+  Task<Status> Send(bhttp::response<bhttp::string_body> response);
+  Task<Status> SendJson(bhttp::status status, const nlohmann::json& body);
+  Task<Status> SendError(const Error& error);
+  // A chunked response: BeginChunked once, WriteChunk any number of times, EndChunked.
+  // Only one write may be in flight; callers with several producers serialize them.
+  Task<Status> BeginChunked(bhttp::status status, std::string_view content_type,
+                            const std::vector<std::pair<std::string, std::string>>& headers = {});
+  Task<Status> WriteChunk(std::string_view data);
+  Task<Status> EndChunked();
+  // A response with a known length whose body the caller writes with WriteRaw.
+  Task<Status> BeginFixed(bhttp::status status, std::string_view content_type, uint64_t length,
+                          const std::vector<std::pair<std::string, std::string>>& headers = {});
+  Task<Status> WriteRaw(std::string_view data);
+
+  bool IsWebSocketUpgrade() const;
+  // Completes the WebSocket handshake and hands over the connection. The Exchange is finished
+  // afterwards; the connection closes when the returned stream is dropped.
+  Task<Result<std::unique_ptr<WebSocket>>> AcceptWebSocket();
+
+  bool responded() const { return responded_; }
+  bool keep_alive() const { return keep_alive_ && body_done_ && !taken_; }
+  void set_keep_alive(bool keep) { keep_alive_ = keep; }
+  const ServerOptions& options() const { return options_; }
+  Stream& stream() { return stream_; }
+
+  // Parses the target; false after answering 400 itself.
+  Task<bool> Prepare();
+
+ private:
+  Stream& stream_;
+  beast::flat_buffer& buffer_;
+  bhttp::request_parser<bhttp::buffer_body>& parser_;
+  const ServerOptions& options_;
+  const Endpoint& listener_;
+  std::string path_;
+  Query query_;
+  std::map<std::string, std::string, std::less<>> params_;
+  nlohmann::json context_ = nlohmann::json::object();
+  bool body_done_ = false;
+  bool body_started_ = false;
+  bool responded_ = false;
+  bool keep_alive_ = true;
+  bool taken_ = false;
+};
+
+using Handler = std::function<Task<void>(Exchange&)>;
+
+class Server {
+ public:
+  Server(asio::io_context& io, ServerOptions options, Handler handler);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts accepting. A unix path is unlinked first and chmod'ed to `unix_mode`.
+  // Returns the bound endpoint (with the real port when 0 was asked). Any thread.
+  Result<Endpoint> Listen(const Endpoint& endpoint, unsigned unix_mode = 0600);
+  // Stops accepting, then closes every open connection. Any thread; idempotent.
+  void Stop();
+  size_t open_connections() const { return open_connections_.load(); }
+
+ private:
+  struct Listener;
+  struct Connection;
+  Task<void> AcceptLoop(std::shared_ptr<Listener> listener);
+  Task<void> Serve(std::shared_ptr<Connection> connection);
+
+  asio::io_context& io_;
+  ServerOptions options_;
+  Handler handler_;
+  std::atomic<size_t> open_connections_{0};
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<Listener>> listeners_;
+  std::set<std::weak_ptr<Connection>, std::owner_less<std::weak_ptr<Connection>>> connections_;
+  bool stopped_ = false;
+};
+
+}  // namespace berth::http

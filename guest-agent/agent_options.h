@@ -1,0 +1,30 @@
+// Configuration of berth-agent: every field has a default that suits a workspace VM.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/endpoint.h"
+#include "common/http/server.h"
+
+namespace berth::agent {
+
+struct AgentOptions {
+  // Where the authenticated API listens (vsock in production, TCP for the forward transport,
+  // unix in tests). A vsock listener the kernel does not support is skipped with a warning.
+  std::vector<Endpoint> listen;
+  // The shared secret every request but GET /v1/health must carry. Never logged.
+  std::string token;
+  // The user that exec and file operations run as when the request names none.
+  std::string default_user = "agent";
+  // A local, token-less unix socket for code inside the guest (keep-awake leases). Empty: off.
+  std::string local_socket = "/run/berth/agent.sock";
+  // Directory that holds the workspace's data disk; reported by /v1/info.
+  std::string workspace_dir = "/workspace";
+  http::ServerOptions server;
+  // Threads for blocking file-system work (fsync, tar, directory walks).
+  int blocking_threads = 4;
+};
+
+}  // namespace berth::agent

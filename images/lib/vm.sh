@@ -1,0 +1,251 @@
+# Shell functions to boot a Berth image under libvirt for checks and e2e tests.
+# Source after lib/common.sh. State lives in VM_* variables; one VM per shell.
+#
+#   berth_vm_create IMAGE_DIR [TAG]  overlay + blank data disk + token + domain definition
+#   berth_vm_boot                    start, wait for the agent (retry once on a boot hang)
+#   berth_vm_exec CMD [USER]         run CMD (a shell string) through the agent's /v1/exec;
+#                                    prints its stdout, returns its exit code
+#   berth_vm_screenshot OUT.png      the VM's screen as PNG
+#   berth_vm_destroy                 hard power-off (virsh destroy)
+#   berth_vm_shutdown [SECONDS]      ACPI shutdown, destroy after the grace period
+#   berth_vm_cleanup                 destroy + undefine + delete VM_DIR (unless VM_KEEP=1)
+#   berth_vm_serial_tail [N]         last N lines of the serial console log
+#
+# Settings (env): BERTH_ACCEL (kvm|qemu; default: detected), BERTH_BOOT_DEADLINE (seconds,
+# default 90 with KVM, 300 with TCG), BERTH_DATA_DISK_SIZE (default 4G),
+# BERTH_DISK_CACHE (default none; writeback also honours flushes), BERTH_SCREEN (1280x800).
+
+BERTH_VIRSH=(virsh -q -c qemu:///system)
+VM_NAME= VM_DIR= VM_UUID= VM_PORT= VM_TOKEN= VM_ACCEL= VM_KEEP=${VM_KEEP:-0}
+VM_READY_SECONDS= VM_IMAGE_DIR=
+
+berth_free_port() {
+  "$BERTH_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# berth_image_json_get IMAGE_DIR KEY.PATH -> value from image.json (e.g. kernel.version)
+berth_image_json_get() {
+  "$BERTH_PYTHON" -c '
+import json, sys
+v = json.load(open(sys.argv[1] + "/image.json"))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v)' "$1" "$2"
+}
+
+berth_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s/'/\&apos;/g"; }
+
+berth_vm_create() {
+  local image=$1 tag=${2:-$(basename "$(dirname "$image")")}
+  VM_IMAGE_DIR=$image
+  [ -f "$image/image.json" ] || berth_die "no image at $image"
+  "$BERTH_IMAGES_DIR/lib/ensure-libvirt"
+  VM_ACCEL=$(berth_accel)
+  VM_NAME=berth-check-$tag-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  VM_UUID=$("$BERTH_PYTHON" -c 'import sys, uuid; print(uuid.uuid5(uuid.NAMESPACE_URL, "berth-check:" + sys.argv[1]))' "$VM_NAME")
+  VM_DIR=$(mktemp -d "${TMPDIR:-/var/tmp}/$VM_NAME.XXXXXX")
+  chmod 0711 "$VM_DIR"
+  # QEMU (libvirt-qemu) creates the VNC socket itself: it needs a directory it may write.
+  mkdir -p "$VM_DIR/vnc"
+  chown libvirt-qemu:kvm "$VM_DIR/vnc" 2>/dev/null || chmod 0777 "$VM_DIR/vnc"
+  chmod 0770 "$VM_DIR/vnc" 2>/dev/null || true
+
+  qemu-img create -q -f qcow2 -F qcow2 -b "$image/disk.qcow2" "$VM_DIR/root.qcow2"
+  qemu-img create -q -f qcow2 "$VM_DIR/data.qcow2" "${BERTH_DATA_DISK_SIZE:-4G}"
+  # The per-boot token: 256 random bits, hex, in a file only root (and, once libvirt has
+  # chowned it, QEMU) can read. It never appears on a command line.
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$VM_DIR/token")
+  VM_TOKEN=$(cat "$VM_DIR/token")
+  printf '%s' "$VM_NAME" >"$VM_DIR/hostname"
+  printf '%s' "${BERTH_SCREEN:-1280x800}" >"$VM_DIR/screen"
+  VM_PORT=$(berth_free_port)
+
+  local mem vcpus kernel_cmdline features cpu
+  mem=$(berth_image_json_get "$image" memory_mib)
+  vcpus=$(berth_image_json_get "$image" vcpus 2>/dev/null || echo 1)
+  kernel_cmdline=$(berth_image_json_get "$image" kernel.cmdline)
+  if [ "$VM_ACCEL" = kvm ]; then
+    features="<acpi/>"
+    cpu="<cpu mode='host-passthrough' check='none' migratable='on'/>"
+  else
+    # A bounded translation-block cache cuts QEMU's memory by ~300 MiB, no slower boot.
+    features="<acpi/><tcg><tb-cache unit='MiB'>128</tb-cache></tcg>"
+    cpu="<cpu mode='custom' match='exact' check='none'><model fallback='allow'>qemu64</model></cpu>"
+  fi
+  cat >"$VM_DIR/domain.xml" <<EOF
+<domain type='$VM_ACCEL' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+  <name>$VM_NAME</name>
+  <uuid>$VM_UUID</uuid>
+  <memory unit='MiB'>$mem</memory>
+  <vcpu>$vcpus</vcpu>
+  <sysinfo type='fwcfg'>
+    <entry name='opt/berth/token' file='$VM_DIR/token'/>
+    <entry name='opt/berth/hostname' file='$VM_DIR/hostname'/>
+    <entry name='opt/berth/screen' file='$VM_DIR/screen'/>
+  </sysinfo>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>$image/vmlinuz</kernel>
+    <initrd>$image/initrd.img</initrd>
+    <cmdline>$(printf '%s' "$kernel_cmdline" | berth_xml_escape)</cmdline>
+  </os>
+  <features>$features</features>
+  $cpu
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>restart</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2' cache='${BERTH_DISK_CACHE:-none}' discard='unmap'/>
+      <source file='$VM_DIR/root.qcow2'/>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2' cache='${BERTH_DISK_CACHE:-none}' discard='unmap'/>
+      <source file='$VM_DIR/data.qcow2'/>
+      <target dev='vdb' bus='virtio'/>
+      <serial>berth-data</serial>
+    </disk>
+    <serial type='file'>
+      <source path='$VM_DIR/serial.log' append='on'/>
+      <target port='0'/>
+    </serial>
+    <console type='file'>
+      <source path='$VM_DIR/serial.log' append='on'/>
+      <target type='serial' port='0'/>
+    </console>
+    <input type='tablet' bus='usb'/>
+    <graphics type='vnc' socket='$VM_DIR/vnc/vnc.sock'/>
+    <video><model type='vga' vram='16384' heads='1' primary='yes'/></video>
+    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
+    <memballoon model='none'/>
+  </devices>
+  <qemu:commandline>
+    <qemu:arg value='-netdev'/>
+    <qemu:arg value='user,id=n0,hostfwd=tcp:127.0.0.1:$VM_PORT-:1024'/>
+    <qemu:arg value='-device'/>
+    <qemu:arg value='virtio-net-pci,netdev=n0,addr=0x18'/>
+  </qemu:commandline>
+</domain>
+EOF
+  "${BERTH_VIRSH[@]}" define "$VM_DIR/domain.xml" >/dev/null
+}
+
+berth_vm_state() { "${BERTH_VIRSH[@]}" domstate "$VM_NAME" 2>/dev/null | head -1; }
+
+# True when GET /v1/health answers 200 through the port forward.
+berth_vm_healthy() {
+  [ "$(curl -s -o /dev/null -m 3 -w '%{http_code}' "http://127.0.0.1:$VM_PORT/v1/health" 2>/dev/null)" = 200 ]
+}
+
+# berth_vm_wait_ready SECONDS: waits for the agent; 0 when ready, 1 on timeout or if the VM stops.
+berth_vm_wait_ready() {
+  local deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    berth_vm_healthy && return 0
+    case $(berth_vm_state) in running|paused) ;; *) return 1 ;; esac
+    sleep 0.5
+  done
+  return 1
+}
+
+berth_default_deadline() {
+  if [ -n "${BERTH_BOOT_DEADLINE:-}" ]; then echo "$BERTH_BOOT_DEADLINE"
+  elif [ "$VM_ACCEL" = kvm ]; then echo 90
+  else echo 300; fi
+}
+
+# Starts the VM and waits for the agent; on a missed deadline destroys it and tries once more
+# (the known rare TCG boot hang). Sets VM_READY_SECONDS.
+berth_vm_boot() {
+  local deadline try start
+  deadline=$(berth_default_deadline)
+  for try in 1 2; do
+    start=$(berth_now)
+    echo "    [$VM_NAME] start ($VM_ACCEL, try $try, deadline ${deadline}s)" >&2
+    "${BERTH_VIRSH[@]}" start "$VM_NAME" >/dev/null || return 1
+    if berth_vm_wait_ready "$deadline"; then
+      VM_READY_SECONDS=$(berth_elapsed "$start")
+      echo "    [$VM_NAME] agent ready after ${VM_READY_SECONDS}s" >&2
+      return 0
+    fi
+    echo "    [$VM_NAME] agent not ready after $(berth_elapsed "$start")s (state: $(berth_vm_state)); serial log tail:" >&2
+    berth_vm_serial_tail 30 >&2
+    berth_vm_destroy
+    printf '\n==== retry %s ====\n' "$try" >>"$VM_DIR/serial.log" 2>/dev/null || true
+  done
+  return 1
+}
+
+# berth_vm_exec_json CMD [USER]: the raw JSON answer of POST /v1/exec.
+berth_vm_exec_json() {
+  local body
+  body=$("$BERTH_PYTHON" -c '
+import json, sys
+req = {"cmd": sys.argv[1]}
+if len(sys.argv) > 2 and sys.argv[2]:
+    req["user"] = sys.argv[2]
+print(json.dumps(req))' "$1" "${2:-}")
+  curl -s -m "${BERTH_EXEC_TIMEOUT:-120}" -H "Authorization: Bearer $VM_TOKEN" \
+    -H 'Content-Type: application/json' --data-binary "$body" \
+    "http://127.0.0.1:$VM_PORT/v1/exec"
+}
+
+berth_vm_exec() {
+  local out
+  out=$(berth_vm_exec_json "$@") || { echo "exec: no answer from the agent" >&2; return 255; }
+  printf '%s' "$out" | "$BERTH_PYTHON" -c '
+import json, sys
+raw = sys.stdin.read()
+try:
+    r = json.loads(raw)
+except ValueError:
+    sys.stderr.write("exec: not JSON: %r\n" % raw[:300]); sys.exit(255)
+if "exit_code" not in r:
+    sys.stderr.write("exec: %s\n" % raw[:300]); sys.exit(255)
+sys.stdout.write(r.get("stdout", "")); sys.stderr.write(r.get("stderr", ""))
+sys.exit(r["exit_code"] if 0 <= r["exit_code"] < 256 else 255)'
+}
+
+berth_vm_screenshot() {
+  local out=$1 raw=$VM_DIR/screenshot.raw
+  "${BERTH_VIRSH[@]}" screenshot "$VM_NAME" "$raw" >/dev/null || return 1
+  "$BERTH_PYTHON" "$BERTH_IMAGES_DIR/lib/png.py" topng "$raw" "$out"
+  rm -f "$raw"
+}
+
+berth_vm_destroy() {
+  case $VM_NAME in berth-check-*) ;; *) return 0 ;; esac
+  if [ "$(berth_vm_state)" != "shut off" ]; then
+    "${BERTH_VIRSH[@]}" destroy "$VM_NAME" >/dev/null 2>&1 || true
+  fi
+}
+
+berth_vm_shutdown() {
+  local grace=${1:-60} i
+  "${BERTH_VIRSH[@]}" shutdown "$VM_NAME" >/dev/null 2>&1 || true
+  for ((i = 0; i < grace * 2; i++)); do
+    [ "$(berth_vm_state)" = "shut off" ] && return 0
+    sleep 0.5
+  done
+  berth_vm_destroy
+}
+
+berth_vm_serial_tail() {
+  tail -n "${1:-40}" "$VM_DIR/serial.log" 2>/dev/null | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g' || true
+}
+
+berth_vm_cleanup() {
+  [ -n "$VM_NAME" ] || return 0
+  case $VM_NAME in berth-check-*) ;; *) return 0 ;; esac
+  if [ "$VM_KEEP" = 1 ]; then
+    echo "kept: domain $VM_NAME (port $VM_PORT), files in $VM_DIR" >&2
+    echo "  remove with: virsh -c qemu:///system destroy $VM_NAME; virsh -c qemu:///system undefine $VM_NAME; rm -rf $VM_DIR" >&2
+    return 0
+  fi
+  berth_vm_destroy
+  "${BERTH_VIRSH[@]}" undefine "$VM_NAME" >/dev/null 2>&1 || true
+  [ -n "$VM_DIR" ] && [ -d "$VM_DIR" ] && rm -rf "$VM_DIR"
+  VM_NAME=
+}
