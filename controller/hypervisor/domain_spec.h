@@ -1,0 +1,53 @@
+// What Berth asks of a VM, in Berth's words. The libvirt implementation turns it into domain
+// XML with RenderDomainXml(); nothing above the hypervisor layer sees XML.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace berth::hypervisor {
+
+enum class Accel { kKvm, kTcg };
+enum class Transport { kVsock, kForward };
+
+struct DomainSpec {
+  std::string name;  // libvirt domain name, "berth-<workspace id>"
+  std::string uuid;  // stable per workspace: redefining without it fails in libvirt
+  int vcpus = 1;
+  int memory_mib = 1024;
+  Accel accel = Accel::kTcg;
+
+  // Direct kernel boot from the image: no bootloader, the image's kernel and initrd.
+  std::string kernel;
+  std::string initrd;
+  std::string cmdline = "root=/dev/vda rw console=ttyS0 quiet";
+
+  std::string root_disk;  // qcow2 overlay on the image
+  std::string data_disk;  // qcow2, mounted at /workspace; serial "berth-data"
+
+  // fw_cfg entries: the token comes from a file only berthd (and, once libvirt chowns it, QEMU)
+  // can read, so it never appears on QEMU's command line.
+  std::string token_file;
+  std::string hostname;
+  std::string screen = "1280x800";
+
+  std::string serial_log;  // the guest's console, for boot diagnostics
+  std::string vnc_socket;  // QEMU's VNC server, on a unix socket only berthd connects to
+
+  Transport transport = Transport::kForward;
+  uint32_t vsock_cid = 0;  // kVsock
+
+  // Guest networking: a passt process berthd runs per VM (no route from the guest to the
+  // host's loopback), attached as a stream netdev. Empty: QEMU's slirp with `forward_port`
+  // forwarded to the agent (development only: slirp lets the guest reach the host's
+  // loopback).
+  std::string passt_socket;
+  uint16_t forward_port = 0;  // host 127.0.0.1 port forwarded to the agent (slirp only)
+  uint16_t agent_port = 1024;
+  std::string mac;  // stable per workspace, e.g. 52:54:00:xx:xx:xx
+};
+
+// Pure: the same spec gives the same XML, byte for byte (golden-file tested).
+std::string RenderDomainXml(const DomainSpec& spec);
+
+}  // namespace berth::hypervisor
