@@ -1,0 +1,89 @@
+// The database schema as numbered migrations. Append only: a published migration never
+// changes, because databases in the field have already applied it.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace berth::store {
+
+inline const std::vector<std::string_view>& Migrations() {
+  static const std::vector<std::string_view> kMigrations = {
+      // 1: tenants, keys, workspaces, their events and usage, idempotent creates.
+      R"sql(
+CREATE TABLE tenants (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  hash TEXT NOT NULL UNIQUE,          -- hex SHA-256 of the key; the key itself is never stored
+  prefix TEXT NOT NULL,               -- the first characters, to recognise a key in a list
+  scope TEXT NOT NULL CHECK (scope IN ('admin', 'write', 'read')),
+  name TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  last_used_at INTEGER,
+  revoked_at INTEGER
+);
+CREATE TABLE workspaces (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  name TEXT NOT NULL,
+  image TEXT NOT NULL,
+  image_version TEXT NOT NULL,
+  size TEXT,
+  vcpus INTEGER NOT NULL,
+  memory_mib INTEGER NOT NULL,
+  disk_gib INTEGER NOT NULL,
+  idle_timeout_s INTEGER NOT NULL,
+  idle_action TEXT NOT NULL CHECK (idle_action IN ('stop', 'hibernate')),
+  max_runtime_s INTEGER,
+  auto_start INTEGER NOT NULL,
+  env TEXT NOT NULL DEFAULT '{}',
+  labels TEXT NOT NULL DEFAULT '{}',
+  state TEXT NOT NULL,
+  error TEXT,
+  transport TEXT NOT NULL,
+  uuid TEXT NOT NULL UNIQUE,
+  vsock_cid INTEGER UNIQUE,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  started_at INTEGER,
+  last_active_at INTEGER,
+  UNIQUE (tenant_id, name)
+);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workspace_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  message TEXT NOT NULL DEFAULT '',
+  data TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX events_by_workspace ON events (workspace_id, id);
+CREATE TABLE usage (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workspace_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  size TEXT,
+  vcpus INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER                     -- NULL while running; closed on stop or reconcile
+);
+CREATE INDEX usage_by_tenant ON usage (tenant_id, started_at);
+CREATE TABLE idempotency_keys (
+  tenant_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  workspace_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (tenant_id, key)
+);
+)sql",
+  };
+  return kMigrations;
+}
+
+}  // namespace berth::store
