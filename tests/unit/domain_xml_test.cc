@@ -1,10 +1,5 @@
 // Golden-file tests of the domain XML (libvirt's qemuxml2argvtest style): any change to the
 // XML shows up as a diff to review. BERTH_UPDATE_GOLDEN=1 rewrites the files.
-// g++ 12 -O2 reports a false -Warray-bounds inside std::string for this file (GCC PR 105329).
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
-#pragma GCC diagnostic ignored "-Wrestrict"
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>

@@ -1,0 +1,183 @@
+#include "controller/hypervisor/fake_hypervisor.h"
+
+#include <fmt/format.h>
+
+namespace berth::hypervisor {
+
+std::string_view DomainStateName(DomainState state) {
+  switch (state) {
+    case DomainState::kMissing: return "missing";
+    case DomainState::kShutoff: return "shutoff";
+    case DomainState::kSaved: return "saved";
+    case DomainState::kRunning: return "running";
+    case DomainState::kPaused: return "paused";
+    case DomainState::kCrashed: return "crashed";
+  }
+  return "unknown";
+}
+
+Status FakeHypervisor::Enter(const std::string& method) {
+  ++calls_[method];
+  auto it = failures_.find(method);
+  if (it == failures_.end()) return {};
+  Error error = it->second;
+  failures_.erase(it);
+  return Fail(std::move(error));
+}
+
+void FakeHypervisor::Emit(const DomainEvent& event) {
+  if (handler_) handler_(event);
+}
+
+Status FakeHypervisor::Define(const DomainSpec& spec) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Define"); !s) return s;
+  auto& domain = domains_[spec.name];
+  domain.spec = spec;
+  return {};
+}
+
+Status FakeHypervisor::Start(const std::string& name) {
+  std::function<void(const DomainEvent&)> handler;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto s = Enter("Start"); !s) return s;
+    auto it = domains_.find(name);
+    if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+    if (it->second.state == DomainState::kRunning) {
+      return Fail(ErrorCode::kFailedPrecondition, "domain is already running");
+    }
+    it->second.state = DomainState::kRunning;
+  }
+  return {};
+}
+
+Status FakeHypervisor::Shutdown(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Shutdown"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state != DomainState::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition, "domain is not running");
+  }
+  if (acpi_works_) {
+    it->second.state = DomainState::kShutoff;
+    Emit({name, DomainEventKind::kShutdownByGuest, "acpi"});
+  }
+  return {};
+}
+
+Status FakeHypervisor::Destroy(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Destroy"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state == DomainState::kRunning || it->second.state == DomainState::kPaused) {
+    it->second.state = DomainState::kShutoff;
+  }
+  return {};
+}
+
+Status FakeHypervisor::Save(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Save"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state != DomainState::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition, "domain is not running");
+  }
+  it->second.state = DomainState::kSaved;
+  return {};
+}
+
+Status FakeHypervisor::DiscardSave(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("DiscardSave"); !s) return s;
+  auto it = domains_.find(name);
+  if (it != domains_.end() && it->second.state == DomainState::kSaved) {
+    it->second.state = DomainState::kShutoff;
+  }
+  return {};
+}
+
+Status FakeHypervisor::Undefine(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Undefine"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return {};
+  if (it->second.state == DomainState::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition, "domain is running");
+  }
+  domains_.erase(it);
+  return {};
+}
+
+Result<DomainState> FakeHypervisor::State(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("State"); !s) return Fail(s.error());
+  auto it = domains_.find(name);
+  return it == domains_.end() ? DomainState::kMissing : it->second.state;
+}
+
+Result<std::vector<DomainInfo>> FakeHypervisor::List(const std::string& prefix) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("List"); !s) return Fail(s.error());
+  std::vector<DomainInfo> out;
+  for (const auto& [name, domain] : domains_) {
+    if (name.starts_with(prefix)) out.push_back({name, domain.spec.uuid, domain.state});
+  }
+  return out;
+}
+
+Result<DomainStats> FakeHypervisor::Stats(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Stats"); !s) return Fail(s.error());
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  return DomainStats{it->second.cpu_time_ns, static_cast<uint64_t>(it->second.spec.memory_mib) * 1024};
+}
+
+Result<std::string> FakeHypervisor::Screenshot(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("Screenshot"); !s) return Fail(s.error());
+  if (!domains_.contains(name)) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  return std::string("\x89PNG\r\n\x1a\n", 8);
+}
+
+void FakeHypervisor::SetEventHandler(std::function<void(const DomainEvent&)> handler) {
+  std::lock_guard lock(mutex_);
+  handler_ = std::move(handler);
+}
+
+void FakeHypervisor::FailNextForTest(const std::string& method, Error error) {
+  std::lock_guard lock(mutex_);
+  failures_[method] = std::move(error);
+}
+
+void FakeHypervisor::StopFromGuestForTest(const std::string& name, bool crashed) {
+  std::lock_guard lock(mutex_);
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return;
+  it->second.state = DomainState::kShutoff;
+  Emit({name, crashed ? DomainEventKind::kCrashed : DomainEventKind::kShutdownByGuest, ""});
+}
+
+void FakeHypervisor::SetCpuTimeForTest(const std::string& name, uint64_t ns) {
+  std::lock_guard lock(mutex_);
+  domains_[name].cpu_time_ns = ns;
+}
+
+int FakeHypervisor::CallsForTest(const std::string& method) const {
+  std::lock_guard lock(mutex_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+std::optional<DomainSpec> FakeHypervisor::SpecForTest(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return std::nullopt;
+  return it->second.spec;
+}
+
+}  // namespace berth::hypervisor

@@ -1,0 +1,60 @@
+// A hypervisor in memory for unit tests: call counters, canned failures, and state changes
+// that tests can trigger (a crash, a guest shutdown). Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "controller/hypervisor/hypervisor.h"
+
+namespace berth::hypervisor {
+
+class FakeHypervisor : public Hypervisor {
+ public:
+  Status Define(const DomainSpec& spec) override;
+  Status Start(const std::string& name) override;
+  Status Shutdown(const std::string& name) override;
+  Status Destroy(const std::string& name) override;
+  Status Save(const std::string& name) override;
+  Status DiscardSave(const std::string& name) override;
+  Status Undefine(const std::string& name) override;
+  Result<DomainState> State(const std::string& name) override;
+  Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
+  Result<DomainStats> Stats(const std::string& name) override;
+  Result<std::string> Screenshot(const std::string& name) override;
+  bool KvmAvailable() override { return kvm_; }
+  void SetEventHandler(std::function<void(const DomainEvent&)> handler) override;
+
+  // --- test controls ---
+  void SetKvmForTest(bool kvm) { kvm_ = kvm; }
+  // The next call of `method` ("Start", "Save", ...) fails with `error`.
+  void FailNextForTest(const std::string& method, Error error);
+  // Simulates the guest going away by itself (power off from inside, or a crash).
+  void StopFromGuestForTest(const std::string& name, bool crashed);
+  // Whether Shutdown() powers the guest off at once (true) or leaves it running (a guest that
+  // ignores ACPI).
+  void SetAcpiWorksForTest(bool works) { acpi_works_ = works; }
+  void SetCpuTimeForTest(const std::string& name, uint64_t ns);
+  int CallsForTest(const std::string& method) const;
+  std::optional<DomainSpec> SpecForTest(const std::string& name) const;
+
+ private:
+  struct Domain {
+    DomainSpec spec;
+    DomainState state = DomainState::kShutoff;
+    uint64_t cpu_time_ns = 0;
+  };
+  Status Enter(const std::string& method);
+  void Emit(const DomainEvent& event);
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Domain> domains_;
+  std::map<std::string, int> calls_;
+  std::map<std::string, Error> failures_;
+  std::function<void(const DomainEvent&)> handler_;
+  bool kvm_ = false;
+  bool acpi_works_ = true;
+};
+
+}  // namespace berth::hypervisor

@@ -1,0 +1,77 @@
+// The hypervisor boundary, in Berth's words: define, start, shutdown, destroy, save, state,
+// screenshot. The workspace layer never sees libvirt, XML or a virDomainPtr. Implementations:
+// LibvirtHypervisor (qemu:///system, or libvirt's test driver in integration tests) and
+// FakeHypervisor (unit tests). All methods block; call them off I/O threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "controller/hypervisor/domain_spec.h"
+
+namespace berth::hypervisor {
+
+enum class DomainState {
+  kMissing,   // no such domain defined
+  kShutoff,   // defined, not running, no saved memory
+  kSaved,     // not running, with a managed save image (hibernated)
+  kRunning,
+  kPaused,
+  kCrashed,
+};
+std::string_view DomainStateName(DomainState state);
+
+struct DomainInfo {
+  std::string name;
+  std::string uuid;
+  DomainState state = DomainState::kMissing;
+};
+
+struct DomainStats {
+  uint64_t cpu_time_ns = 0;  // total guest CPU time, all vCPUs
+  uint64_t memory_kib = 0;   // current balloon size
+};
+
+enum class DomainEventKind { kStarted, kStopped, kShutdownByGuest, kCrashed, kSaved, kOther };
+struct DomainEvent {
+  std::string name;
+  DomainEventKind kind = DomainEventKind::kOther;
+  std::string detail;
+};
+
+class Hypervisor {
+ public:
+  virtual ~Hypervisor() = default;
+
+  // Defines or redefines the domain (same name and UUID).
+  virtual Status Define(const DomainSpec& spec) = 0;
+  // Boots it, or resumes it from its managed save image if it has one.
+  virtual Status Start(const std::string& name) = 0;
+  // Asks the guest to power off (ACPI); returns at once.
+  virtual Status Shutdown(const std::string& name) = 0;
+  // Pulls the plug. Fine on a domain that is not running.
+  virtual Status Destroy(const std::string& name) = 0;
+  // Saves memory and devices to a managed save image and stops the domain (hibernate).
+  virtual Status Save(const std::string& name) = 0;
+  // Drops a managed save image (the next start is a cold boot).
+  virtual Status DiscardSave(const std::string& name) = 0;
+  // Removes the definition and any managed save image. Fine on a missing domain.
+  virtual Status Undefine(const std::string& name) = 0;
+
+  virtual Result<DomainState> State(const std::string& name) = 0;
+  // Every domain whose name starts with `prefix`.
+  virtual Result<std::vector<DomainInfo>> List(const std::string& prefix) = 0;
+  virtual Result<DomainStats> Stats(const std::string& name) = 0;
+  // The VM's screen as PNG bytes.
+  virtual Result<std::string> Screenshot(const std::string& name) = 0;
+
+  // True when guests can run under KVM here (else TCG).
+  virtual bool KvmAvailable() = 0;
+  // Lifecycle events from the hypervisor (crash, guest shutdown), called on an internal thread.
+  virtual void SetEventHandler(std::function<void(const DomainEvent&)> handler) = 0;
+};
+
+}  // namespace berth::hypervisor

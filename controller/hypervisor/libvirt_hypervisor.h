@@ -1,0 +1,68 @@
+// The Hypervisor on libvirt: qemu:///system in production, test:///default in integration
+// tests. One connection, reopened when virConnectIsAlive() says it died; libvirt's default
+// event loop runs on its own thread from construction (registered before the first
+// connection, never stopped) and delivers lifecycle events.
+#pragma once
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "common/unique.h"
+#include "controller/hypervisor/hypervisor.h"
+
+namespace berth {
+template <>
+struct Deleter<virDomain> {
+  void operator()(virDomain* d) const { virDomainFree(d); }
+};
+template <>
+struct Deleter<virStream> {
+  void operator()(virStream* s) const { virStreamFree(s); }
+};
+}  // namespace berth
+
+namespace berth::hypervisor {
+
+class LibvirtHypervisor : public Hypervisor {
+ public:
+  // Connects to `uri`; fails when libvirt is unreachable.
+  static Result<std::unique_ptr<LibvirtHypervisor>> Connect(const std::string& uri);
+  ~LibvirtHypervisor() override;
+
+  Status Define(const DomainSpec& spec) override;
+  Status Start(const std::string& name) override;
+  Status Shutdown(const std::string& name) override;
+  Status Destroy(const std::string& name) override;
+  Status Save(const std::string& name) override;
+  Status DiscardSave(const std::string& name) override;
+  Status Undefine(const std::string& name) override;
+  Result<DomainState> State(const std::string& name) override;
+  Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
+  Result<DomainStats> Stats(const std::string& name) override;
+  Result<std::string> Screenshot(const std::string& name) override;
+  bool KvmAvailable() override;
+  void SetEventHandler(std::function<void(const DomainEvent&)> handler) override;
+
+ private:
+  explicit LibvirtHypervisor(std::string uri) : uri_(std::move(uri)) {}
+  // The live connection, reconnecting if needed. Caller holds mutex_.
+  Result<virConnectPtr> Conn();
+  Result<Unique<virDomain>> Lookup(const std::string& name);
+  static int OnLifecycle(virConnectPtr, virDomainPtr dom, int event, int detail, void* opaque);
+
+  std::string uri_;
+  std::mutex mutex_;  // guards conn_ and callback registration
+  virConnectPtr conn_ = nullptr;
+  int callback_id_ = -1;
+  std::mutex handler_mutex_;
+  std::function<void(const DomainEvent&)> handler_;
+};
+
+// libvirt's last error on this thread as an Error; `what` names the operation.
+Error LibvirtError(std::string_view what);
+
+}  // namespace berth::hypervisor

@@ -1,0 +1,417 @@
+#include "controller/store/store.h"
+
+#include <fmt/format.h>
+
+#include "controller/store/schema.h"
+
+namespace berth::store {
+namespace {
+
+using workspace::Workspace;
+
+constexpr std::string_view kWorkspaceColumns =
+    "id, tenant_id, name, image, image_version, size, vcpus, memory_mib, disk_gib, "
+    "idle_timeout_s, idle_action, max_runtime_s, auto_start, env, labels, state, error, "
+    "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at";
+
+Workspace ReadWorkspace(const Statement& s) {
+  Workspace ws;
+  ws.id = s.Text(0);
+  ws.tenant_id = s.Text(1);
+  ws.name = s.Text(2);
+  ws.image = s.Text(3);
+  ws.image_version = s.Text(4);
+  ws.size = s.OptText(5);
+  ws.vcpus = static_cast<int>(s.Int(6));
+  ws.memory_mib = static_cast<int>(s.Int(7));
+  ws.disk_gib = static_cast<int>(s.Int(8));
+  ws.idle_timeout_s = s.Int(9);
+  ws.idle_action = s.Text(10) == "hibernate" ? workspace::IdleAction::kHibernate
+                                             : workspace::IdleAction::kStop;
+  ws.max_runtime_s = s.OptInt(11);
+  ws.auto_start = s.Int(12) != 0;
+  ws.env = nlohmann::json::parse(s.Text(13), nullptr, false);
+  if (ws.env.is_discarded()) ws.env = nlohmann::json::object();
+  ws.labels = nlohmann::json::parse(s.Text(14), nullptr, false);
+  if (ws.labels.is_discarded()) ws.labels = nlohmann::json::object();
+  ws.state = workspace::StateFromName(s.Text(15)).value_or(workspace::State::kError);
+  ws.error = s.OptText(16);
+  ws.transport = s.Text(17);
+  ws.uuid = s.Text(18);
+  ws.vsock_cid = s.OptInt(19);
+  ws.created_at = s.Int(20);
+  ws.updated_at = s.Int(21);
+  ws.started_at = s.OptInt(22);
+  ws.last_active_at = s.OptInt(23);
+  return ws;
+}
+
+std::string_view IdleActionName(workspace::IdleAction a) {
+  return a == workspace::IdleAction::kHibernate ? "hibernate" : "stop";
+}
+
+ApiKey ReadKey(const Statement& s) {
+  return ApiKey{s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Int(5), s.OptInt(6),
+                s.OptInt(7)};
+}
+
+Result<std::vector<Workspace>> Collect(Result<Statement> stmt) {
+  if (!stmt) return Fail(stmt.error());
+  std::vector<Workspace> out;
+  for (;;) {
+    auto row = stmt->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    out.push_back(ReadWorkspace(*stmt));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  auto db = Database::Open(path);
+  if (!db) return Fail(db.error());
+  if (auto s = db->Migrate(Migrations()); !s) return Fail(s.error());
+  return std::unique_ptr<Store>(new Store(std::move(*db)));
+}
+
+// --- tenants and keys ------------------------------------------------------------------------
+
+Result<Tenant> Store::CreateTenant(const std::string& name, int64_t now) {
+  std::lock_guard lock(mutex_);
+  Tenant t{"t_" + name, name, now};
+  auto stmt = db_.Prepare("INSERT INTO tenants (id, name, created_at) VALUES (?, ?, ?)");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, t.id).Bind(2, t.name).Bind(3, t.created_at);
+  if (auto s = stmt->Run(); !s) {
+    if (s.error().code == ErrorCode::kAlreadyExists) {
+      return Fail(ErrorCode::kAlreadyExists, fmt::format("tenant '{}' already exists", name));
+    }
+    return Fail(s.error());
+  }
+  return t;
+}
+
+Result<Tenant> Store::GetTenant(const std::string& id_or_name) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare("SELECT id, name, created_at FROM tenants WHERE id = ? OR name = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, id_or_name).Bind(2, id_or_name);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no tenant '{}'", id_or_name));
+  return Tenant{stmt->Text(0), stmt->Text(1), stmt->Int(2)};
+}
+
+Result<std::vector<Tenant>> Store::ListTenants() {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare("SELECT id, name, created_at FROM tenants ORDER BY name");
+  if (!stmt) return Fail(stmt.error());
+  std::vector<Tenant> out;
+  for (;;) {
+    auto row = stmt->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    out.push_back({stmt->Text(0), stmt->Text(1), stmt->Int(2)});
+  }
+  return out;
+}
+
+Status Store::InsertKey(const ApiKey& key, const std::string& hash) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "INSERT INTO api_keys (id, tenant_id, hash, prefix, scope, name, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, key.id).Bind(2, key.tenant_id).Bind(3, hash).Bind(4, key.prefix)
+      .Bind(5, key.scope).Bind(6, key.name).Bind(7, key.created_at);
+  return stmt->Run();
+}
+
+Result<ApiKey> Store::FindKeyByHash(const std::string& hash) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT id, tenant_id, prefix, scope, name, created_at, last_used_at, revoked_at "
+      "FROM api_keys WHERE hash = ? AND revoked_at IS NULL");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, hash);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kUnauthenticated, "unknown or revoked API key");
+  return ReadKey(*stmt);
+}
+
+Result<std::vector<ApiKey>> Store::ListKeys(const std::optional<std::string>& tenant_id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT id, tenant_id, prefix, scope, name, created_at, last_used_at, revoked_at "
+      "FROM api_keys WHERE ?1 IS NULL OR tenant_id = ?1 ORDER BY created_at, id");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id);
+  std::vector<ApiKey> out;
+  for (;;) {
+    auto row = stmt->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    out.push_back(ReadKey(*stmt));
+  }
+  return out;
+}
+
+Status Store::RevokeKey(const std::string& id, int64_t now) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, now).Bind(2, id);
+  if (auto s = stmt->Run(); !s) return s;
+  if (db_.Changes() == 0) return Fail(ErrorCode::kNotFound, fmt::format("no active key '{}'", id));
+  return {};
+}
+
+Status Store::TouchKey(const std::string& id, int64_t now) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare("UPDATE api_keys SET last_used_at = ? WHERE id = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, now).Bind(2, id);
+  return stmt->Run();
+}
+
+// --- workspaces ------------------------------------------------------------------------------
+
+Status Store::InsertWorkspace(const Workspace& ws) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(fmt::format(
+      "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?, ?, ?, ?, ?)",
+      kWorkspaceColumns));
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.name).Bind(4, ws.image)
+      .Bind(5, ws.image_version).Bind(6, ws.size).Bind(7, ws.vcpus).Bind(8, ws.memory_mib)
+      .Bind(9, ws.disk_gib).Bind(10, ws.idle_timeout_s)
+      .Bind(11, IdleActionName(ws.idle_action)).Bind(12, ws.max_runtime_s)
+      .Bind(13, ws.auto_start).Bind(14, ws.env.dump()).Bind(15, ws.labels.dump())
+      .Bind(16, workspace::StateName(ws.state)).Bind(17, ws.error).Bind(18, ws.transport)
+      .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
+      .Bind(23, ws.started_at).Bind(24, ws.last_active_at);
+  auto status = stmt->Run();
+  if (!status && status.error().code == ErrorCode::kAlreadyExists) {
+    return Fail(ErrorCode::kAlreadyExists,
+                fmt::format("a workspace named '{}' already exists", ws.name));
+  }
+  return status;
+}
+
+Result<Workspace> Store::GetWorkspace(const std::string& tenant_id,
+                                      const std::string& id_or_name) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(fmt::format(
+      "SELECT {} FROM workspaces WHERE tenant_id = ? AND (id = ? OR name = ?)", kWorkspaceColumns));
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id).Bind(2, id_or_name).Bind(3, id_or_name);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", id_or_name));
+  return ReadWorkspace(*stmt);
+}
+
+Result<Workspace> Store::GetWorkspaceById(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(fmt::format("SELECT {} FROM workspaces WHERE id = ?", kWorkspaceColumns));
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, id);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", id));
+  return ReadWorkspace(*stmt);
+}
+
+Result<std::vector<Workspace>> Store::ListWorkspaces(const std::string& tenant_id,
+                                                     const WorkspaceFilter& filter) {
+  std::lock_guard lock(mutex_);
+  std::string sql = fmt::format(
+      "SELECT {} FROM workspaces WHERE tenant_id = ?1 AND (?2 IS NULL OR state = ?2) AND id > ?3",
+      kWorkspaceColumns);
+  for (size_t i = 0; i < filter.labels.size(); ++i) {
+    sql += fmt::format(" AND json_extract(labels, ?{}) = ?{}", 5 + 2 * i, 6 + 2 * i);
+  }
+  sql += " ORDER BY id LIMIT ?4";
+  auto stmt = db_.Prepare(sql);
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id);
+  if (filter.state) {
+    stmt->Bind(2, workspace::StateName(*filter.state));
+  } else {
+    stmt->Bind(2, nullptr);
+  }
+  stmt->Bind(3, filter.after_id).Bind(4, filter.limit);
+  for (size_t i = 0; i < filter.labels.size(); ++i) {
+    // json_extract paths quote the key so any label name is a literal.
+    std::string path = "$.\"" + filter.labels[i].first + "\"";
+    stmt->Bind(static_cast<int>(5 + 2 * i), path);
+    stmt->Bind(static_cast<int>(6 + 2 * i), filter.labels[i].second);
+  }
+  return Collect(std::move(stmt));
+}
+
+Result<std::vector<Workspace>> Store::ListAllWorkspaces() {
+  std::lock_guard lock(mutex_);
+  return Collect(db_.Prepare(fmt::format("SELECT {} FROM workspaces ORDER BY id", kWorkspaceColumns)));
+}
+
+Status Store::UpdateWorkspace(const Workspace& ws) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "UPDATE workspaces SET name = ?, idle_timeout_s = ?, idle_action = ?, max_runtime_s = ?, "
+      "auto_start = ?, env = ?, labels = ?, state = ?, error = ?, updated_at = ?, started_at = ?, "
+      "last_active_at = ?, image_version = ? WHERE id = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, ws.name).Bind(2, ws.idle_timeout_s).Bind(3, IdleActionName(ws.idle_action))
+      .Bind(4, ws.max_runtime_s).Bind(5, ws.auto_start).Bind(6, ws.env.dump())
+      .Bind(7, ws.labels.dump()).Bind(8, workspace::StateName(ws.state)).Bind(9, ws.error)
+      .Bind(10, ws.updated_at).Bind(11, ws.started_at).Bind(12, ws.last_active_at)
+      .Bind(13, ws.image_version).Bind(14, ws.id);
+  auto status = stmt->Run();
+  if (!status && status.error().code == ErrorCode::kAlreadyExists) {
+    return Fail(ErrorCode::kAlreadyExists,
+                fmt::format("a workspace named '{}' already exists", ws.name));
+  }
+  if (status && db_.Changes() == 0) {
+    return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", ws.id));
+  }
+  return status;
+}
+
+Status Store::DeleteWorkspace(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  for (const char* sql : {"DELETE FROM idempotency_keys WHERE workspace_id = ?",
+                          "DELETE FROM workspaces WHERE id = ?"}) {
+    auto stmt = db_.Prepare(sql);
+    if (!stmt) return Fail(stmt.error());
+    stmt->Bind(1, id);
+    if (auto s = stmt->Run(); !s) return s;
+  }
+  return tx.Commit();
+}
+
+Result<std::vector<int64_t>> Store::UsedVsockCids() {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare("SELECT vsock_cid FROM workspaces WHERE vsock_cid IS NOT NULL");
+  if (!stmt) return Fail(stmt.error());
+  std::vector<int64_t> out;
+  for (;;) {
+    auto row = stmt->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    out.push_back(stmt->Int(0));
+  }
+  return out;
+}
+
+// --- idempotency -------------------------------------------------------------------------------
+
+Result<std::optional<std::string>> Store::FindIdempotencyKey(const std::string& tenant_id,
+                                                             const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT workspace_id FROM idempotency_keys WHERE tenant_id = ? AND key = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id).Bind(2, key);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return std::optional<std::string>();
+  return std::optional<std::string>(stmt->Text(0));
+}
+
+Status Store::InsertIdempotencyKey(const std::string& tenant_id, const std::string& key,
+                                   const std::string& workspace_id, int64_t now) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "INSERT INTO idempotency_keys (tenant_id, key, workspace_id, created_at) VALUES (?, ?, ?, ?)");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id).Bind(2, key).Bind(3, workspace_id).Bind(4, now);
+  return stmt->Run();
+}
+
+// --- events and usage --------------------------------------------------------------------------
+
+Result<Event> Store::AddEvent(const std::string& workspace_id, const std::string& tenant_id,
+                              int64_t at, const std::string& type, const std::string& message,
+                              const nlohmann::json& data) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "INSERT INTO events (workspace_id, tenant_id, at, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, workspace_id).Bind(2, tenant_id).Bind(3, at).Bind(4, type).Bind(5, message)
+      .Bind(6, data.dump());
+  if (auto s = stmt->Run(); !s) return Fail(s.error());
+  return Event{db_.LastInsertRowId(), workspace_id, at, type, message, data};
+}
+
+Result<std::vector<Event>> Store::ListEvents(const std::string& workspace_id, int64_t after_id,
+                                             int limit) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT id, workspace_id, at, type, message, data FROM events "
+      "WHERE workspace_id = ? AND id > ? ORDER BY id LIMIT ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, workspace_id).Bind(2, after_id).Bind(3, limit);
+  std::vector<Event> out;
+  for (;;) {
+    auto row = stmt->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    auto data = nlohmann::json::parse(stmt->Text(5), nullptr, false);
+    out.push_back({stmt->Int(0), stmt->Text(1), stmt->Int(2), stmt->Text(3), stmt->Text(4),
+                   data.is_discarded() ? nlohmann::json::object() : data});
+  }
+  return out;
+}
+
+Status Store::OpenUsage(const Workspace& ws, int64_t now) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  auto close = db_.Prepare("UPDATE usage SET ended_at = ? WHERE workspace_id = ? AND ended_at IS NULL");
+  if (!close) return Fail(close.error());
+  close->Bind(1, now).Bind(2, ws.id);
+  if (auto s = close->Run(); !s) return s;
+  auto open = db_.Prepare(
+      "INSERT INTO usage (workspace_id, tenant_id, size, vcpus, started_at) VALUES (?, ?, ?, ?, ?)");
+  if (!open) return Fail(open.error());
+  open->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.size).Bind(4, ws.vcpus).Bind(5, now);
+  if (auto s = open->Run(); !s) return s;
+  return tx.Commit();
+}
+
+Status Store::CloseUsage(const std::string& workspace_id, int64_t now) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare("UPDATE usage SET ended_at = ? WHERE workspace_id = ? AND ended_at IS NULL");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, now).Bind(2, workspace_id);
+  return stmt->Run();
+}
+
+Result<std::vector<Store::UsageRow>> Store::Usage(const std::string& tenant_id, int64_t from,
+                                                  int64_t to, int64_t now) {
+  std::lock_guard lock(mutex_);
+  // Each interval clipped to [from, to); open intervals count up to `now`.
+  auto stmt = db_.Prepare(
+      "SELECT workspace_id, size, "
+      "  SUM(MAX(0, MIN(COALESCE(ended_at, ?4), ?3) - MAX(started_at, ?2))), "
+      "  SUM(vcpus * MAX(0, MIN(COALESCE(ended_at, ?4), ?3) - MAX(started_at, ?2))) "
+      "FROM usage WHERE tenant_id = ?1 AND started_at < ?3 AND COALESCE(ended_at, ?4) > ?2 "
+      "GROUP BY workspace_id, size ORDER BY workspace_id");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id).Bind(2, from).Bind(3, to).Bind(4, now);
+  std::vector<UsageRow> out;
+  for (;;) {
+    auto row = stmt->Step();
+    if (!row) return Fail(row.error());
+    if (!*row) break;
+    out.push_back({stmt->Text(0), stmt->OptText(1), stmt->Int(2), stmt->Int(3)});
+  }
+  return out;
+}
+
+}  // namespace berth::store

@@ -1,0 +1,112 @@
+// Berth's state in SQLite, in Berth's words: tenants, API keys (hashes only), workspaces,
+// their events and usage. Every workspace lookup is by (tenant, id or name). Blocking and
+// internally serialized; call it off I/O threads.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controller/store/sqlite.h"
+#include "controller/workspace/workspace.h"
+
+namespace berth::store {
+
+struct Tenant {
+  std::string id;
+  std::string name;
+  int64_t created_at = 0;
+};
+
+struct ApiKey {
+  std::string id;
+  std::string tenant_id;
+  std::string prefix;
+  std::string scope;  // admin | write | read
+  std::string name;
+  int64_t created_at = 0;
+  std::optional<int64_t> last_used_at;
+  std::optional<int64_t> revoked_at;
+};
+
+struct Event {
+  int64_t id = 0;
+  std::string workspace_id;
+  int64_t at = 0;
+  std::string type;  // created, started, stopped, stopped_by_idle, woken, crashed, error, ...
+  std::string message;
+  nlohmann::json data = nlohmann::json::object();
+};
+
+struct WorkspaceFilter {
+  std::optional<workspace::State> state;
+  std::vector<std::pair<std::string, std::string>> labels;  // all must match
+  std::string after_id;  // pagination cursor: ids sort by creation
+  int limit = 100;
+};
+
+class Store {
+ public:
+  // Opens (or creates) the database at `path` and migrates it.
+  static Result<std::unique_ptr<Store>> Open(const std::string& path);
+
+  // --- tenants and keys ---
+  Result<Tenant> CreateTenant(const std::string& name, int64_t now);
+  Result<Tenant> GetTenant(const std::string& id_or_name);
+  Result<std::vector<Tenant>> ListTenants();
+  Status InsertKey(const ApiKey& key, const std::string& hash);
+  // The key whose hash matches, if not revoked.
+  Result<ApiKey> FindKeyByHash(const std::string& hash);
+  Result<std::vector<ApiKey>> ListKeys(const std::optional<std::string>& tenant_id);
+  Status RevokeKey(const std::string& id, int64_t now);
+  Status TouchKey(const std::string& id, int64_t now);
+
+  // --- workspaces ---
+  Status InsertWorkspace(const workspace::Workspace& ws);
+  // By (tenant, id or name); not_found otherwise.
+  Result<workspace::Workspace> GetWorkspace(const std::string& tenant_id,
+                                            const std::string& id_or_name);
+  Result<workspace::Workspace> GetWorkspaceById(const std::string& id);
+  Result<std::vector<workspace::Workspace>> ListWorkspaces(const std::string& tenant_id,
+                                                           const WorkspaceFilter& filter);
+  Result<std::vector<workspace::Workspace>> ListAllWorkspaces();
+  // Writes every mutable field of `ws` (state, error, settings, timestamps).
+  Status UpdateWorkspace(const workspace::Workspace& ws);
+  Status DeleteWorkspace(const std::string& id);
+  Result<std::vector<int64_t>> UsedVsockCids();
+
+  // --- idempotent creates ---
+  Result<std::optional<std::string>> FindIdempotencyKey(const std::string& tenant_id,
+                                                        const std::string& key);
+  Status InsertIdempotencyKey(const std::string& tenant_id, const std::string& key,
+                              const std::string& workspace_id, int64_t now);
+
+  // --- events and usage ---
+  Result<Event> AddEvent(const std::string& workspace_id, const std::string& tenant_id,
+                         int64_t at, const std::string& type, const std::string& message,
+                         const nlohmann::json& data = nlohmann::json::object());
+  Result<std::vector<Event>> ListEvents(const std::string& workspace_id, int64_t after_id,
+                                        int limit);
+  // Opens a usage interval for a workspace that started running; closes the open one.
+  Status OpenUsage(const workspace::Workspace& ws, int64_t now);
+  Status CloseUsage(const std::string& workspace_id, int64_t now);
+  // Seconds and vCPU-seconds per workspace of a tenant over [from, to).
+  struct UsageRow {
+    std::string workspace_id;
+    std::optional<std::string> size;
+    int64_t seconds = 0;
+    int64_t vcpu_seconds = 0;
+  };
+  Result<std::vector<UsageRow>> Usage(const std::string& tenant_id, int64_t from, int64_t to,
+                                      int64_t now);
+
+  Database& database() { return db_; }
+
+ private:
+  explicit Store(Database db) : db_(std::move(db)) {}
+  std::mutex mutex_;
+  Database db_;
+};
+
+}  // namespace berth::store

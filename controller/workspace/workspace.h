@@ -1,0 +1,76 @@
+// A workspace as the controller stores it, and its states (DESIGN.md, "Workspace
+// lifecycle").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace berth::workspace {
+
+enum class State {
+  kCreating,
+  kStarting,
+  kRunning,
+  kStopping,
+  kStopped,
+  kHibernating,
+  kHibernated,
+  kDeleting,
+  kError,
+};
+std::string_view StateName(State state);
+std::optional<State> StateFromName(std::string_view name);
+// States in which an operation is under way (a crash during one needs reconciling).
+bool IsTransitional(State state);
+
+enum class IdleAction { kStop, kHibernate };
+
+struct Size {
+  std::string_view name;
+  int vcpus;
+  int memory_mib;
+};
+// small (1 vCPU, 1 GiB), medium (2, 2 GiB), large (2, 4 GiB).
+std::optional<Size> SizeByName(std::string_view name);
+
+struct Workspace {
+  std::string id;         // "ws_" + 16 hex characters
+  std::string tenant_id;
+  std::string name;       // unique within the tenant
+  std::string image;      // "base", "desktop"
+  std::string image_version;
+  std::optional<std::string> size;
+  int vcpus = 1;
+  int memory_mib = 1024;
+  int disk_gib = 10;
+  int64_t idle_timeout_s = 1800;
+  IdleAction idle_action = IdleAction::kStop;
+  std::optional<int64_t> max_runtime_s;
+  bool auto_start = true;
+  nlohmann::json env = nlohmann::json::object();
+  nlohmann::json labels = nlohmann::json::object();
+  State state = State::kCreating;
+  std::optional<std::string> error;
+  std::string transport;  // "vsock" | "forward"
+  std::string uuid;
+  std::optional<int64_t> vsock_cid;
+  int64_t created_at = 0;  // unix seconds
+  int64_t updated_at = 0;
+  std::optional<int64_t> started_at;
+  std::optional<int64_t> last_active_at;
+
+  // The libvirt domain name.
+  std::string DomainName() const { return "berth-" + id; }
+};
+
+// Names: 1–63 characters of [a-z0-9-], starting with a letter or digit (they become
+// hostnames and preview subdomains).
+Status ValidateName(std::string_view name);
+
+}  // namespace berth::workspace

@@ -1,0 +1,140 @@
+#include <catch2/catch.hpp>
+
+#include "controller/store/store.h"
+#include "tests/support/temp_dir.h"
+
+using namespace berth;
+using namespace berth::store;
+using berth::workspace::State;
+using berth::workspace::Workspace;
+
+namespace {
+
+Workspace MakeWorkspace(const std::string& id, const std::string& tenant, const std::string& name) {
+  Workspace ws;
+  ws.id = id;
+  ws.tenant_id = tenant;
+  ws.name = name;
+  ws.image = "base";
+  ws.image_version = "abc";
+  ws.size = "small";
+  ws.transport = "forward";
+  ws.uuid = "uuid-" + id;
+  ws.created_at = ws.updated_at = 100;
+  return ws;
+}
+
+}  // namespace
+
+TEST_CASE("workspaces are found only by their tenant, by id or by name", "[store]") {
+  auto store = Store::Open(":memory:");
+  REQUIRE(store);
+  Store& s = **store;
+  REQUIRE(s.CreateTenant("a", 1));
+  REQUIRE(s.CreateTenant("b", 1));
+  CHECK(s.CreateTenant("a", 1).error().code == ErrorCode::kAlreadyExists);
+
+  auto ws = MakeWorkspace("ws_1", "t_a", "proj");
+  ws.labels = {{"team", "x"}};
+  REQUIRE(s.InsertWorkspace(ws));
+  CHECK(s.GetWorkspace("t_a", "ws_1").value().name == "proj");
+  CHECK(s.GetWorkspace("t_a", "proj").value().id == "ws_1");
+  CHECK(s.GetWorkspace("t_b", "ws_1").error().code == ErrorCode::kNotFound);
+  CHECK(s.GetWorkspace("t_b", "proj").error().code == ErrorCode::kNotFound);
+
+  // Names are unique per tenant, not globally.
+  CHECK(s.InsertWorkspace(MakeWorkspace("ws_2", "t_a", "proj")).error().code ==
+        ErrorCode::kAlreadyExists);
+  REQUIRE(s.InsertWorkspace(MakeWorkspace("ws_3", "t_b", "proj")));
+
+  auto updated = s.GetWorkspace("t_a", "ws_1").value();
+  updated.state = State::kRunning;
+  updated.error = "none";
+  updated.started_at = 200;
+  REQUIRE(s.UpdateWorkspace(updated));
+  auto read = s.GetWorkspaceById("ws_1").value();
+  CHECK(read.state == State::kRunning);
+  CHECK(read.started_at == 200);
+  CHECK(read.labels["team"] == "x");
+}
+
+TEST_CASE("listing filters by state and label and paginates", "[store]") {
+  auto store = Store::Open(":memory:");
+  Store& s = **store;
+  REQUIRE(s.CreateTenant("a", 1));
+  for (int i = 0; i < 5; ++i) {
+    auto ws = MakeWorkspace("ws_" + std::to_string(i), "t_a", "n" + std::to_string(i));
+    ws.state = i % 2 == 0 ? State::kRunning : State::kStopped;
+    ws.labels = {{"env", i < 3 ? "dev" : "prod"}};
+    REQUIRE(s.InsertWorkspace(ws));
+  }
+  WorkspaceFilter running;
+  running.state = State::kRunning;
+  CHECK(s.ListWorkspaces("t_a", running).value().size() == 3);
+  WorkspaceFilter dev;
+  dev.labels = {{"env", "dev"}};
+  CHECK(s.ListWorkspaces("t_a", dev).value().size() == 3);
+  WorkspaceFilter page;
+  page.limit = 2;
+  auto first = s.ListWorkspaces("t_a", page).value();
+  REQUIRE(first.size() == 2);
+  page.after_id = first.back().id;
+  auto second = s.ListWorkspaces("t_a", page).value();
+  REQUIRE(second.size() == 2);
+  CHECK(second.front().id > first.back().id);
+  CHECK(s.ListWorkspaces("t_other", {}).value().empty());
+}
+
+TEST_CASE("keys are found by hash until revoked", "[store]") {
+  auto store = Store::Open(":memory:");
+  Store& s = **store;
+  REQUIRE(s.CreateTenant("a", 1));
+  ApiKey key{"key_1", "t_a", "bk_abcd", "write", "ci", 5, std::nullopt, std::nullopt};
+  REQUIRE(s.InsertKey(key, "hash1"));
+  CHECK(s.FindKeyByHash("hash1").value().scope == "write");
+  CHECK(s.FindKeyByHash("nope").error().code == ErrorCode::kUnauthenticated);
+  REQUIRE(s.RevokeKey("key_1", 9));
+  CHECK(s.FindKeyByHash("hash1").error().code == ErrorCode::kUnauthenticated);
+  CHECK(s.RevokeKey("key_1", 9).error().code == ErrorCode::kNotFound);
+  CHECK(s.ListKeys(std::nullopt).value().at(0).revoked_at == 9);
+}
+
+TEST_CASE("usage counts running seconds clipped to the range", "[store]") {
+  auto store = Store::Open(":memory:");
+  Store& s = **store;
+  REQUIRE(s.CreateTenant("a", 1));
+  auto ws = MakeWorkspace("ws_1", "t_a", "n");
+  ws.vcpus = 2;
+  REQUIRE(s.InsertWorkspace(ws));
+  REQUIRE(s.OpenUsage(ws, 100));
+  REQUIRE(s.CloseUsage("ws_1", 160));
+  REQUIRE(s.OpenUsage(ws, 200));  // still running at now=250
+  auto all = s.Usage("t_a", 0, 1000, 250).value();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].seconds == 60 + 50);
+  CHECK(all[0].vcpu_seconds == 2 * 110);
+  auto clipped = s.Usage("t_a", 150, 210, 250).value();
+  CHECK(clipped[0].seconds == 10 + 10);
+}
+
+TEST_CASE("events list in order after a cursor; state survives reopening", "[store]") {
+  testing::TempDir dir;
+  {
+    auto store = Store::Open(dir / "berth.db");
+    REQUIRE(store);
+    REQUIRE((*store)->CreateTenant("a", 1));
+    REQUIRE((*store)->InsertWorkspace(MakeWorkspace("ws_1", "t_a", "n")));
+    REQUIRE((*store)->AddEvent("ws_1", "t_a", 1, "created", "created"));
+    REQUIRE((*store)->AddEvent("ws_1", "t_a", 2, "started", "started"));
+  }
+  auto store = Store::Open(dir / "berth.db");
+  REQUIRE(store);
+  auto events = (*store)->ListEvents("ws_1", 0, 10).value();
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].type == "created");
+  auto after = (*store)->ListEvents("ws_1", events[0].id, 10).value();
+  REQUIRE(after.size() == 1);
+  CHECK(after[0].type == "started");
+  REQUIRE((*store)->DeleteWorkspace("ws_1"));
+  CHECK((*store)->GetWorkspaceById("ws_1").error().code == ErrorCode::kNotFound);
+}
