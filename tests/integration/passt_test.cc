@@ -1,0 +1,56 @@
+// The real passt, started as the QEMU user the way berthd starts it for each VM.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "controller/network/passt.h"
+#include "tests/support/temp_dir.h"
+
+using namespace berth;
+
+TEST_CASE("passt command line keeps forwards on loopback and the gateway unmapped", "[passt]") {
+  network::PasstOptions o;
+  o.socket_path = "/s";
+  o.pid_file = "/p";
+  o.tcp_forwards = {{40001, 1024}};
+  auto argv = network::PasstArgv(o);
+  auto has = [&](const std::string& a) { return std::find(argv.begin(), argv.end(), a) != argv.end(); };
+  CHECK(has("--no-map-gw"));
+  CHECK(has("--one-off"));
+  CHECK(has("127.0.0.1/40001:1024"));
+}
+
+TEST_CASE("passt starts as the QEMU user and serves its socket", "[passt]") {
+  if (geteuid() != 0 || access("/usr/bin/passt", X_OK) != 0) {
+    WARN("needs root and passt");
+    return;
+  }
+  testing::TempDir dir("berth-passt");
+  // The QEMU user must be able to create its socket here.
+  REQUIRE(chmod(dir.path().c_str(), 0777) == 0);
+  network::PasstOptions o;
+  o.socket_path = dir / "passt.sock";
+  o.pid_file = dir / "passt.pid";
+  o.log_file = dir / "passt.log";
+  auto pid = network::StartPasst(o);
+  REQUIRE(pid);
+  struct stat st {};
+  REQUIRE(stat(o.socket_path.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  std::ifstream status("/proc/" + std::to_string(*pid) + "/status");
+  std::string line;
+  bool unprivileged = false;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) == 0) unprivileged = line.find("\t0\t") == std::string::npos;
+  }
+  CHECK(unprivileged);
+  CHECK(network::RunningPasst(o.pid_file).value() == *pid);
+  kill(*pid, SIGTERM);
+  for (int i = 0; i < 100 && kill(*pid, 0) == 0; ++i) usleep(20'000);
+  CHECK_FALSE(network::RunningPasst(o.pid_file));
+}
