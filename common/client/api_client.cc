@@ -123,6 +123,8 @@ Result<Response> ApiClient::Request(bhttp::verb method, std::string_view target,
       [&](const Response& head) {
         out.status = head.status;
         out.headers = head.headers;
+        // Stream() calls this a second time with the body of a non-2xx answer (the error).
+        if (!head.body.empty()) out.body = head.body;
       });
   if (!status) {
     // Stream() turns non-2xx into errors; Request() reports them as responses.
@@ -192,8 +194,9 @@ Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Head
           std::tie(wec, n) =
               co_await asio::async_write(stream, asio::buffer(buf.data(), *got), kTuple);
         } else {
-          std::tie(wec, n) = co_await asio::async_write(
-              stream, bhttp::make_chunk(asio::buffer(buf.data(), *got)), kTuple);
+          // Named: g++ 12 may destroy a temporary in a co_await expression twice.
+          auto chunk = bhttp::make_chunk(asio::buffer(buf.data(), *got));
+          std::tie(wec, n) = co_await asio::async_write(stream, chunk, kTuple);
         }
         if (wec) {
           // The server may have answered early (an error) and closed: read that answer.
@@ -208,7 +211,8 @@ Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Head
       }
       if (!send_error && !length) {
         stream.expires_after(options_.io_timeout);
-        std::tie(ec, n) = co_await asio::async_write(stream, bhttp::make_chunk_last(), kTuple);
+        auto last = bhttp::make_chunk_last();
+        std::tie(ec, n) = co_await asio::async_write(stream, last, kTuple);
         if (ec) send_error = IoError(ec, "send request body");
       }
     }
@@ -238,7 +242,9 @@ Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Head
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();
       stream.expires_after(options_.io_timeout);
-      std::tie(ec, n) = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+      // read_some, not read: a streamed body (NDJSON events) must reach the sink as it
+      // arrives, not once 256 KiB have piled up.
+      std::tie(ec, n) = co_await bhttp::async_read_some(stream, buffer, parser, kTuple);
       if (ec == bhttp::error::need_buffer) ec = {};
       if (ec) co_return Fail(IoError(ec, "read response body"));
       size_t got = buf.size() - parser.get().body().size;
@@ -286,8 +292,9 @@ Result<std::unique_ptr<WebSocketConnection>> ApiClient::OpenWebSocket(std::strin
           for (const auto& [k, v] : headers) req.set(k, v);
         }));
     http::websocket::response_type res;
-    auto [ec] = co_await ws->async_handshake(res, HostHeader(endpoint_), std::string(target),
-                                             kTuple);
+    std::string host = HostHeader(endpoint_);
+    std::string path(target);
+    auto [ec] = co_await ws->async_handshake(res, host, path, kTuple);
     if (ec) {
       if (res.result_int() != 0 && res.result_int() != 101) {
         Response r;

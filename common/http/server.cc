@@ -129,16 +129,16 @@ Task<Result<std::string>> Exchange::ReadBody(size_t limit) {
                    fmt::format("request body of {} bytes is over the limit of {}", *len, limit));
   }
   std::string body;
-  auto status = co_await ReadBodyChunks(
-      [&](std::string_view data) -> Task<Status> {
-        if (body.size() + data.size() > limit) {
-          co_return Fail(ErrorCode::kTooLarge,
-                         fmt::format("request body is over the limit of {} bytes", limit));
-        }
-        body.append(data);
-        co_return Status{};
-      },
-      64 * 1024);
+  // Named, not a temporary inside co_await: g++ 12 may destroy such temporaries twice.
+  ChunkSink sink = [&](std::string_view data) -> Task<Status> {
+    if (body.size() + data.size() > limit) {
+      co_return Fail(ErrorCode::kTooLarge,
+                     fmt::format("request body is over the limit of {} bytes", limit));
+    }
+    body.append(data);
+    co_return Status{};
+  };
+  auto status = co_await ReadBodyChunks(sink, 64 * 1024);
   if (!status) co_return Fail(status.error());
   co_return body;
 }
@@ -185,7 +185,8 @@ Task<Status> Exchange::SendError(const Error& error) {
     stream_.socket().shutdown(asio::socket_base::shutdown_both, ignored);
     co_return Fail(error);
   }
-  co_return co_await Send(ErrorResponse(error, request().version()));
+  auto response = ErrorResponse(error, request().version());
+  co_return co_await Send(std::move(response));
 }
 
 Task<Status> Exchange::BeginChunked(bhttp::status status, std::string_view content_type,
@@ -212,8 +213,9 @@ Task<Status> Exchange::BeginChunked(bhttp::status status, std::string_view conte
 Task<Status> Exchange::WriteChunk(std::string_view data) {
   if (data.empty()) co_return Status{};  // an empty chunk would end the body
   stream_.expires_after(options_.io_timeout);
-  auto [ec, n] = co_await asio::async_write(
-      stream_, bhttp::make_chunk(asio::const_buffer(data.data(), data.size())), kTuple);
+  // The chunk (it holds a shared_ptr) is a named local: see ReadBody.
+  auto chunk = bhttp::make_chunk(asio::const_buffer(data.data(), data.size()));
+  auto [ec, n] = co_await asio::async_write(stream_, chunk, kTuple);
   if (ec) {
     keep_alive_ = false;
     co_return Fail(IoError(ec, "write response chunk"));
@@ -223,7 +225,8 @@ Task<Status> Exchange::WriteChunk(std::string_view data) {
 
 Task<Status> Exchange::EndChunked() {
   stream_.expires_after(options_.io_timeout);
-  auto [ec, n] = co_await asio::async_write(stream_, bhttp::make_chunk_last(), kTuple);
+  auto last = bhttp::make_chunk_last();
+  auto [ec, n] = co_await asio::async_write(stream_, last, kTuple);
   if (ec) {
     keep_alive_ = false;
     co_return Fail(IoError(ec, "write last chunk"));
