@@ -43,8 +43,10 @@ berth_hash_files() {
   local p
   for p in "$@"; do
     if [ -d "$p" ]; then
-      (cd "$p" && find . -type f -o -type l | LC_ALL=C sort | while read -r f; do
-        if [ -L "$f" ]; then
+      (cd "$p" && find . -mindepth 1 \( -type f -o -type l -o -type d \) | LC_ALL=C sort | while read -r f; do
+        if [ -d "$f" ] && [ ! -L "$f" ]; then
+          printf '%s dir\n' "$f"
+        elif [ -L "$f" ]; then
           printf '%s link %s\n' "$f" "$(readlink "$f")"
         else
           printf '%s %s %s\n' "$f" "$([ -x "$f" ] && echo x || echo -)" "$(sha256sum <"$f" | cut -d' ' -f1)"

@@ -6,6 +6,7 @@
 #   berth_vm_exec CMD [USER]         run CMD (a shell string) through the agent's /v1/exec;
 #                                    prints its stdout, returns its exit code
 #   berth_vm_screenshot OUT.png      the VM's screen as PNG
+#   berth_vm_screenshot_wait OUT [S] screenshots until the screen is not blank (deadline S)
 #   berth_vm_destroy                 hard power-off (virsh destroy)
 #   berth_vm_shutdown [SECONDS]      ACPI shutdown, destroy after the grace period
 #   berth_vm_cleanup                 destroy + undefine + delete VM_DIR (unless VM_KEEP=1)
@@ -13,7 +14,8 @@
 #
 # Settings (env): BERTH_ACCEL (kvm|qemu; default: detected), BERTH_BOOT_DEADLINE (seconds,
 # default 90 with KVM, 300 with TCG), BERTH_DATA_DISK_SIZE (default 4G),
-# BERTH_DISK_CACHE (default none; writeback also honours flushes), BERTH_SCREEN (1280x800).
+# BERTH_DISK_CACHE (default none; writeback also honours flushes), BERTH_SCREEN (1280x800),
+# BERTH_VCPUS / BERTH_MEMORY_MIB (default: image.json), BERTH_CMDLINE_APPEND (kernel args).
 
 BERTH_VIRSH=(virsh -q -c qemu:///system)
 VM_NAME= VM_DIR= VM_UUID= VM_PORT= VM_TOKEN= VM_ACCEL= VM_KEEP=${VM_KEEP:-0}
@@ -61,9 +63,9 @@ berth_vm_create() {
   VM_PORT=$(berth_free_port)
 
   local mem vcpus kernel_cmdline features cpu
-  mem=$(berth_image_json_get "$image" memory_mib)
-  vcpus=$(berth_image_json_get "$image" vcpus 2>/dev/null || echo 1)
-  kernel_cmdline=$(berth_image_json_get "$image" kernel.cmdline)
+  mem=${BERTH_MEMORY_MIB:-$(berth_image_json_get "$image" memory_mib)}
+  vcpus=${BERTH_VCPUS:-$(berth_image_json_get "$image" vcpus 2>/dev/null || echo 1)}
+  kernel_cmdline="$(berth_image_json_get "$image" kernel.cmdline)${BERTH_CMDLINE_APPEND:+ $BERTH_CMDLINE_APPEND}"
   if [ "$VM_ACCEL" = kvm ]; then
     features="<acpi/>"
     cpu="<cpu mode='host-passthrough' check='none' migratable='on'/>"
@@ -213,6 +215,26 @@ berth_vm_screenshot() {
   "${BERTH_VIRSH[@]}" screenshot "$VM_NAME" "$raw" >/dev/null || return 1
   "$BERTH_PYTHON" "$BERTH_IMAGES_DIR/lib/png.py" topng "$raw" "$out"
   rm -f "$raw"
+}
+
+# berth_vm_screenshot_wait OUT.png [SECONDS]: takes screenshots until one is not blank (not
+# nearly a single colour: a desktop still drawing) or the deadline passes; the last one stays in
+# OUT.png. Returns 0 for a non-blank screen. Prints the picture's stats.
+berth_vm_screenshot_wait() {
+  local out=$1 deadline=$(( $(date +%s) + ${2:-180} )) stats
+  while :; do
+    if berth_vm_screenshot "$out"; then
+      if stats=$("$BERTH_PYTHON" "$BERTH_IMAGES_DIR/lib/png.py" notblank "$out"); then
+        printf '%s\n' "$stats"
+        return 0
+      fi
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      printf '%s\n' "${stats:-no screenshot}"
+      return 1
+    fi
+    sleep 5
+  done
 }
 
 berth_vm_destroy() {

@@ -38,13 +38,17 @@ rm -f /var/lib/systemd/random-seed /var/lib/systemd/credential.secret
 
 # Services.
 systemctl enable systemd-networkd.service systemd-timesyncd.service \
-  berth-init.service berth-agent.service berth-resolv.path
+  berth-init.service berth-agent.service berth-resolv.path berth-growfs.service
 systemctl set-default multi-user.target
 # Not needed in a Berth VM, and they cost boot time or background I/O.
 systemctl mask apt-daily.timer apt-daily-upgrade.timer apt-daily.service apt-daily-upgrade.service \
   e2scrub_all.timer e2scrub_all.service e2scrub_reap.service fstrim.timer fstrim.service \
   dpkg-db-backup.timer man-db.timer systemd-networkd-wait-online.service \
-  systemd-pstore.service remote-fs.target cryptsetup.target >/dev/null
+  systemd-pstore.service remote-fs.target cryptsetup.target \
+  systemd-binfmt.service proc-sys-fs-binfmt_misc.automount proc-sys-fs-binfmt_misc.mount \
+  sys-kernel-debug.mount sys-kernel-tracing.mount \
+  systemd-update-utmp.service systemd-update-utmp-runlevel.service \
+  modprobe@dm_mod.service modprobe@loop.service >/dev/null
 
 # The host boots the image's kernel from outside the disk: a kernel upgraded inside the guest
 # would not be booted, and its removal would take the booted kernel's modules away.
