@@ -34,7 +34,11 @@ T RunSync(asio::io_context& io, Task<T> task) {
     if (!e) result.emplace(std::move(value));
   });
   io.restart();
-  io.run();
+  // Until this task is done, not until the io_context runs out of work: a WebSocket keeps an
+  // idle-ping timer pending for as long as it is open, so run() would never return.
+  while (!result && !failure) {
+    if (io.run_one() == 0) break;
+  }
   if (failure) std::rethrow_exception(failure);
   return std::move(*result);
 }
@@ -346,12 +350,19 @@ Result<WebSocketConnection::Frame> WebSocketConnection::Read(std::chrono::millis
   std::optional<boost::system::error_code> done;
   ws_->async_read(buffer, [&](boost::system::error_code ec, size_t) { done = ec; });
   io_->restart();
-  io_->run_for(timeout);
+  // run_one_until, not run_for: the idle-ping timer keeps the io_context busy after the read
+  // completed, and run_for would then wait out the whole timeout.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done) {
+    if (io_->run_one_until(deadline) == 0) break;
+  }
   if (!done) {
     // Cancel the read (this closes the stream for good: Beast cannot resume a cancelled read).
     beast::get_lowest_layer(*ws_).cancel();
     io_->restart();
-    io_->run();
+    while (!done) {
+      if (io_->run_one() == 0) break;
+    }
     return Fail(ErrorCode::kDeadlineExceeded, "no websocket message in time");
   }
   if (*done) {

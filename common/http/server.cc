@@ -96,6 +96,9 @@ Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
     }
   }
   std::vector<char> buf(chunk);
+  // Beast reads at most the flat buffer's free capacity per syscall (512 bytes after a small
+  // header): room for 64 KiB reads (Beast's own cap) cuts syscalls on large bodies ~100x.
+  buffer_.reserve(buffer_.size() + 64 * 1024);
   while (!parser_.is_done()) {
     parser_.get().body().data = buf.data();
     parser_.get().body().size = buf.size();
