@@ -24,22 +24,23 @@ Error IoError(const boost::system::error_code& ec, std::string_view what) {
 }
 
 // Runs `task` to completion on `io`. Every operation inside carries its own timeout, so this
-// returns.
+// returns. It runs handlers one at a time until the task is done rather than io.run(): an
+// open WebSocket may keep timers pending for as long as it lives.
 template <class T>
 T RunSync(asio::io_context& io, Task<T> task) {
   std::optional<T> result;
   std::exception_ptr failure;
+  bool finished = false;
   asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T value) {
     failure = e;
     if (!e) result.emplace(std::move(value));
+    finished = true;
   });
   io.restart();
-  // Until this task is done, not until the io_context runs out of work: a WebSocket keeps an
-  // idle-ping timer pending for as long as it is open, so run() would never return.
-  while (!result && !failure) {
-    if (io.run_one() == 0) break;
+  while (!finished && io.run_one() > 0) {
   }
   if (failure) std::rethrow_exception(failure);
+  if (!finished) throw std::logic_error("client task did not finish");
   return std::move(*result);
 }
 
@@ -242,6 +243,8 @@ Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Head
     bool ok = head.status >= 200 && head.status < 300;
     std::string error_body;
     std::vector<char> buf(256 * 1024);
+    // Beast reads at most the flat buffer's free capacity per syscall: give it 64 KiB.
+    buffer.reserve(buffer.size() + 64 * 1024);
     while (!parser.is_done()) {
       parser.get().body().data = buf.data();
       parser.get().body().size = buf.size();

@@ -110,6 +110,9 @@ Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
       if (ec == bhttp::error::partial_message || ec == asio::error::eof) {
         co_return Fail(ErrorCode::kInvalidArgument, "request body ended early");
       }
+      if (ec.category() == bhttp::make_error_code(bhttp::error::bad_chunk).category()) {
+        co_return Fail(ErrorCode::kInvalidArgument, "malformed request body: " + ec.message());
+      }
       co_return Fail(IoError(ec, "read request body"));
     }
     size_t got = buf.size() - parser_.get().body().size;
