@@ -54,25 +54,28 @@ ActivityTracker::ActivityTracker() {
 }
 
 ActivityTracker::StreamGuard::StreamGuard(ActivityTracker* tracker, std::string kind)
-    : tracker_(tracker), kind_(std::move(kind)) {
+    : tracker_(tracker), alive_(tracker->alive_), kind_(std::move(kind)) {
   ++tracker_->streams_[kind_];
 }
 
 ActivityTracker::StreamGuard::StreamGuard(StreamGuard&& other) noexcept
-    : tracker_(std::exchange(other.tracker_, nullptr)), kind_(std::move(other.kind_)) {}
+    : tracker_(std::exchange(other.tracker_, nullptr)),
+      alive_(std::move(other.alive_)),
+      kind_(std::move(other.kind_)) {}
 
 ActivityTracker::StreamGuard& ActivityTracker::StreamGuard::operator=(
     StreamGuard&& other) noexcept {
   if (this != &other) {
     this->~StreamGuard();
     tracker_ = std::exchange(other.tracker_, nullptr);
+    alive_ = std::move(other.alive_);
     kind_ = std::move(other.kind_);
   }
   return *this;
 }
 
 ActivityTracker::StreamGuard::~StreamGuard() {
-  if (tracker_ == nullptr) return;
+  if (tracker_ == nullptr || alive_.expired()) return;
   // Streams end after activity, so closing one counts as the last moment of use.
   tracker_->last_request_ = Clock::now();
   if (--tracker_->streams_[kind_] <= 0) tracker_->streams_.erase(kind_);

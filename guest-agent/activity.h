@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,9 @@ class ActivityTracker {
 
    private:
     ActivityTracker* tracker_ = nullptr;
+    // Expires with the tracker: a coroutine frame destroyed after the agent (at shutdown,
+    // with the io_context) must not write into the freed tracker.
+    std::weak_ptr<int> alive_;
     std::string kind_;
   };
   StreamGuard OpenStream(std::string kind) { return StreamGuard(this, std::move(kind)); }
@@ -81,6 +85,7 @@ class ActivityTracker {
   nlohmann::json Snapshot();
 
  private:
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   using Steady = std::chrono::steady_clock;
   struct Lease {
     std::string reason;
