@@ -40,6 +40,7 @@ void NotifyReady() {
 int main(int argc, char** argv) {
   CLI::App app{"berth-agent: shell, processes, files and ports of a Berth workspace"};
   app.set_config("--config", "", "read options from a TOML/INI file");
+  app.set_version_flag("--version", "berth-agent " BERTH_VERSION);
   std::vector<std::string> listen;
   std::string token_file;
   std::string token_source = "auto";
