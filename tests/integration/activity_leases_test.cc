@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/wait.h"
 #include "common/client/ports.h"
 #include "tests/support/test_agent.h"
 
@@ -29,14 +30,7 @@ client::ApiClient LocalClient(const testing::TestAgent& agent) {
   return client::ApiClient(ep, "");
 }
 
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
+using berth::testing::WaitFor;
 
 nlohmann::json Leases(client::ApiClient& client) {
   auto activity = client::GetActivity(client, "/v1");

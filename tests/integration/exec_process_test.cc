@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/wait.h"
 #include "common/client/exec.h"
 #include "tests/support/test_agent.h"
 
@@ -26,15 +27,7 @@ ExecRequest Cmd(protocol::Command cmd, std::optional<std::string> tag = std::nul
   return req;
 }
 
-template <class F>
-bool WaitFor(F condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
+using berth::testing::WaitFor;
 
 // The stdout buffered for `id` right now (no follow).
 std::string BufferedStdout(client::ApiClient& client, const std::string& id) {

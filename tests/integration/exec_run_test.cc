@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/wait.h"
 #include "common/client/exec.h"
 #include "tests/support/test_agent.h"
 
@@ -43,15 +44,7 @@ bool ProcessGone(int pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
-template <class F>
-bool WaitFor(F condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
+using berth::testing::WaitFor;
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/support/wait.h"
 #include "tests/support/temp_dir.h"
 
 namespace berth::testing {
@@ -96,15 +97,7 @@ inline std::string RandomBytes(size_t size, uint64_t seed) {
 }
 
 // Polls `condition` until it holds or `timeout` passes.
-inline bool WaitFor(const std::function<bool()>& condition,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return condition();
-}
+using berth::testing::WaitFor;
 
 // A description of a tree: relative path -> "type mode [content hash | link target]".
 inline std::map<std::string, std::string> DescribeTree(const std::string& root) {

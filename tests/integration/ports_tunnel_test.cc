@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <openssl/sha.h>
 
+#include "tests/support/wait.h"
 #include "common/client/ports.h"
 #include "common/client/tunnel.h"
 #include "tests/support/test_agent.h"
@@ -104,14 +105,7 @@ struct EchoServer {
 };
 
 // Polls `condition` until it holds or `limit` passes.
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
+using berth::testing::WaitFor;
 
 int OpenTunnels(testing::TestAgent& agent) {
   auto client = agent.Client();
