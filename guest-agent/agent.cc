@@ -98,7 +98,10 @@ http::Task<void> Agent::HandleApi(http::Exchange& exchange) {
           {ErrorCode::kUnauthenticated, "missing or wrong agent token (Authorization: Bearer)"});
       co_return;
     }
-    activity_.Touch();
+    // berthd's idle loop polls /v1/activity; its polls must not count as activity.
+    bool activity_poll =
+        exchange.method() == http::bhttp::verb::get && exchange.path() == "/v1/activity";
+    if (!activity_poll) activity_.Touch();
   }
   co_await api_router_.Dispatch(exchange);
 }

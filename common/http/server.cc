@@ -293,6 +293,18 @@ Task<Result<std::unique_ptr<WebSocket>>> Exchange::AcceptWebSocket() {
   co_return ws;
 }
 
+std::string Exchange::TakeOver() {
+  responded_ = true;
+  taken_ = true;
+  keep_alive_ = false;
+  body_done_ = true;
+  stream_.expires_never();
+  auto data = buffer_.data();
+  std::string rest(static_cast<const char*>(data.data()), data.size());
+  buffer_.consume(buffer_.size());
+  return rest;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Server
 

@@ -95,6 +95,12 @@ class Exchange {
   // Completes the WebSocket handshake and hands over the connection. The Exchange is finished
   // afterwards; the connection closes when the returned stream is dropped.
   Task<Result<std::unique_ptr<WebSocket>>> AcceptWebSocket();
+  // Hands the connection over as a raw byte stream (a proxied upgrade, a raw tunnel): the
+  // caller writes its own response bytes to stream() and pumps data until it is done; the
+  // connection closes when the handler returns. Returns what the client sent after the request
+  // header that is already buffered (it must be treated as the first bytes of the stream). No
+  // timeout is armed afterwards; the caller sets its own.
+  std::string TakeOver();
 
   bool responded() const { return responded_; }
   bool keep_alive() const { return keep_alive_ && body_done_ && !taken_; }

@@ -82,6 +82,11 @@ CREATE TABLE idempotency_keys (
   PRIMARY KEY (tenant_id, key)
 );
 )sql",
+      // 2: the host port the forward transport uses for this boot (passt forwards it to the
+      // agent); kept so a restarted berthd reaches VMs that kept running.
+      R"sql(
+ALTER TABLE workspaces ADD COLUMN agent_port INTEGER;
+)sql",
   };
   return kMigrations;
 }

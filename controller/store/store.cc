@@ -12,7 +12,7 @@ using workspace::Workspace;
 constexpr std::string_view kWorkspaceColumns =
     "id, tenant_id, name, image, image_version, size, vcpus, memory_mib, disk_gib, "
     "idle_timeout_s, idle_action, max_runtime_s, auto_start, env, labels, state, error, "
-    "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at";
+    "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at, agent_port";
 
 Workspace ReadWorkspace(const Statement& s) {
   Workspace ws;
@@ -43,6 +43,7 @@ Workspace ReadWorkspace(const Statement& s) {
   ws.updated_at = s.Int(21);
   ws.started_at = s.OptInt(22);
   ws.last_active_at = s.OptInt(23);
+  ws.agent_port = s.OptInt(24);
   return ws;
 }
 
@@ -183,7 +184,7 @@ Status Store::InsertWorkspace(const Workspace& ws) {
   std::lock_guard lock(mutex_);
   auto stmt = db_.Prepare(fmt::format(
       "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?)",
+      "?, ?, ?, ?, ?, ?, ?)",
       kWorkspaceColumns));
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.name).Bind(4, ws.image)
@@ -193,7 +194,7 @@ Status Store::InsertWorkspace(const Workspace& ws) {
       .Bind(13, ws.auto_start).Bind(14, ws.env.dump()).Bind(15, ws.labels.dump())
       .Bind(16, workspace::StateName(ws.state)).Bind(17, ws.error).Bind(18, ws.transport)
       .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
-      .Bind(23, ws.started_at).Bind(24, ws.last_active_at);
+      .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,
@@ -264,13 +265,13 @@ Status Store::UpdateWorkspace(const Workspace& ws) {
   auto stmt = db_.Prepare(
       "UPDATE workspaces SET name = ?, idle_timeout_s = ?, idle_action = ?, max_runtime_s = ?, "
       "auto_start = ?, env = ?, labels = ?, state = ?, error = ?, updated_at = ?, started_at = ?, "
-      "last_active_at = ?, image_version = ? WHERE id = ?");
+      "last_active_at = ?, image_version = ?, agent_port = ? WHERE id = ?");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.name).Bind(2, ws.idle_timeout_s).Bind(3, IdleActionName(ws.idle_action))
       .Bind(4, ws.max_runtime_s).Bind(5, ws.auto_start).Bind(6, ws.env.dump())
       .Bind(7, ws.labels.dump()).Bind(8, workspace::StateName(ws.state)).Bind(9, ws.error)
       .Bind(10, ws.updated_at).Bind(11, ws.started_at).Bind(12, ws.last_active_at)
-      .Bind(13, ws.image_version).Bind(14, ws.id);
+      .Bind(13, ws.image_version).Bind(14, ws.agent_port).Bind(15, ws.id);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,

@@ -64,6 +64,7 @@ struct Workspace {
   int64_t updated_at = 0;
   std::optional<int64_t> started_at;
   std::optional<int64_t> last_active_at;
+  std::optional<int64_t> agent_port;  // forward transport: host 127.0.0.1 port of this boot
 
   // The libvirt domain name.
   std::string DomainName() const { return "berth-" + id; }

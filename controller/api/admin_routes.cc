@@ -1,0 +1,146 @@
+// Identity, tenants and keys. Tenants and keys are admin-scope; /v1/me is for any key.
+#include <fmt/format.h>
+
+#include "common/random.h"
+#include "controller/api/api_server.h"
+#include "controller/api/json.h"
+
+namespace berth::api {
+namespace {
+
+using http::bhttp::status;
+using http::bhttp::verb;
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+http::Task<void> Me(ApiContext&, http::Exchange& ex) {
+  auto p = PrincipalOf(ex);
+  nlohmann::json body = {
+      {"tenant", {{"id", p.tenant_id}, {"name", p.tenant_name}}},
+      {"key", {{"id", p.key_id}, {"prefix", p.key_prefix}, {"scope", ScopeName(p.scope)}}}};
+  co_await ex.SendJson(status::ok, body);
+}
+
+http::Task<void> CreateTenant(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  if (!body->is_object() || !body->contains("name") || !(*body)["name"].is_string()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "'name' is required (a string)"});
+    co_return;
+  }
+  std::string name = (*body)["name"].get<std::string>();
+  if (auto valid = workspace::ValidateName(name); !valid) {
+    co_await ex.SendError(valid.error());
+    co_return;
+  }
+  auto tenant = co_await ctx.Blocking([&] { return ctx.store.CreateTenant(name, UnixNow()); });
+  if (!tenant) {
+    co_await ex.SendError(tenant.error());
+    co_return;
+  }
+  co_await ex.SendJson(status::created, TenantJson(*tenant));
+}
+
+http::Task<void> ListTenants(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  auto tenants = co_await ctx.Blocking([&] { return ctx.store.ListTenants(); });
+  if (!tenants) {
+    co_await ex.SendError(tenants.error());
+    co_return;
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& t : *tenants) list.push_back(TenantJson(t));
+  nlohmann::json body = {{"tenants", list}};
+  co_await ex.SendJson(status::ok, body);
+}
+
+http::Task<void> CreateKey(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  std::string tenant_ref = body->is_object() ? body->value("tenant", PrincipalOf(ex).tenant_id) : "";
+  std::string scope_name = body->is_object() ? body->value("scope", "") : "";
+  std::string name = body->is_object() ? body->value("name", "") : "";
+  auto scope = ParseScope(scope_name);
+  if (!scope) {
+    co_await ex.SendError(scope.error());
+    co_return;
+  }
+  if (name.size() > 200) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "'name' is longer than 200 characters"});
+    co_return;
+  }
+  auto made = co_await ctx.Blocking([&]() -> Result<std::pair<NewKey, store::Tenant>> {
+    auto tenant = ctx.store.GetTenant(tenant_ref);
+    if (!tenant) return Fail(tenant.error());
+    auto key = ctx.auth.CreateKey(tenant->id, *scope, name);
+    if (!key) return Fail(key.error());
+    return std::make_pair(std::move(*key), std::move(*tenant));
+  });
+  if (!made) {
+    co_await ex.SendError(made.error());
+    co_return;
+  }
+  auto out = KeyJson(made->first.record);
+  out["key"] = made->first.secret;
+  out["tenant_name"] = made->second.name;
+  co_await ex.SendJson(status::created, out);
+}
+
+http::Task<void> ListKeys(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  auto tenant = ex.query().Get("tenant");
+  auto keys = co_await ctx.Blocking([&]() -> Result<std::vector<store::ApiKey>> {
+    std::optional<std::string> id;
+    if (tenant) {
+      auto t = ctx.store.GetTenant(*tenant);
+      if (!t) return Fail(t.error());
+      id = t->id;
+    }
+    return ctx.store.ListKeys(id);
+  });
+  if (!keys) {
+    co_await ex.SendError(keys.error());
+    co_return;
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& k : *keys) list.push_back(KeyJson(k));
+  nlohmann::json body = {{"keys", list}};
+  co_await ex.SendJson(status::ok, body);
+}
+
+http::Task<void> RevokeKey(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  std::string id(ex.param("id"));
+  auto revoked = co_await ctx.Blocking([&] { return ctx.auth.Revoke(id); });
+  if (!revoked) {
+    co_await ex.SendError(revoked.error());
+    co_return;
+  }
+  http::bhttp::response<http::bhttp::string_body> res{status::no_content, 11};
+  co_await ex.Send(std::move(res));
+}
+
+}  // namespace
+
+void AddAdminRoutes(http::Router& router, ApiContext& ctx) {
+  router.Add(verb::get, "/v1/me", [&ctx](http::Exchange& ex) { return Me(ctx, ex); });
+  router.Add(verb::post, "/v1/tenants", [&ctx](http::Exchange& ex) { return CreateTenant(ctx, ex); });
+  router.Add(verb::get, "/v1/tenants", [&ctx](http::Exchange& ex) { return ListTenants(ctx, ex); });
+  router.Add(verb::post, "/v1/keys", [&ctx](http::Exchange& ex) { return CreateKey(ctx, ex); });
+  router.Add(verb::get, "/v1/keys", [&ctx](http::Exchange& ex) { return ListKeys(ctx, ex); });
+  router.Add(verb::delete_, "/v1/keys/{id}", [&ctx](http::Exchange& ex) { return RevokeKey(ctx, ex); });
+}
+
+}  // namespace berth::api

@@ -1,0 +1,139 @@
+// The workspace-scoped routes that mirror the agent's API (DESIGN.md, "The path of a request"):
+// authenticate, authorize, wake the workspace if it sleeps, count the request as activity and
+// hold it open as a stream while it lasts, then stream it through to the agent.
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+
+#include "controller/api/api_server.h"
+
+namespace berth::api {
+namespace {
+
+using http::bhttp::verb;
+using workspace::State;
+using workspace::Workspace;
+
+constexpr std::chrono::milliseconds kPollEvery{250};
+
+http::Task<void> Sleep(std::chrono::milliseconds d) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, d);
+  co_await timer.async_wait(boost::asio::use_awaitable);
+}
+
+// The agent's target for ours: "/v1/workspaces/{ws}/files/a%20b?stat=1" -> "/v1/files/a%20b?stat=1".
+// Taken from the raw target, so the encoding reaches the agent untouched.
+std::string AgentTarget(std::string_view raw) {
+  constexpr std::string_view kPrefix = "/v1/workspaces/";
+  std::string_view rest = raw.substr(kPrefix.size());
+  return "/v1" + std::string(rest.substr(rest.find('/')));
+}
+
+// Waits until the workspace runs, starting it when it sleeps (wake on request). The error is
+// what the client gets when it cannot.
+http::Task<Result<agent_client::AgentLink>> EnsureRunning(ApiContext& ctx, const Workspace& found) {
+  std::string id = found.id;
+  std::string tenant = found.tenant_id;
+  auto deadline = std::chrono::steady_clock::now() + ctx.options.wake_timeout;
+  bool woke = false;
+  for (;;) {
+    auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, id); });
+    if (!ws) co_return Fail(ws.error());
+    switch (ws->state) {
+      case State::kRunning: {
+        auto link = co_await ctx.Blocking([&] { return ctx.service.Link(id); });
+        if (link || link.error().code != ErrorCode::kUnavailable) co_return link;
+        break;  // it stopped this very moment: look again
+      }
+      case State::kStopped:
+      case State::kHibernated:
+        if (!ws->auto_start) {
+          co_return Fail(ErrorCode::kFailedPrecondition,
+                         fmt::format("workspace '{}' is {} and auto_start is off: start it first "
+                                     "(POST /v1/workspaces/{}/start)",
+                                     ws->name, workspace::StateName(ws->state), ws->name));
+        }
+        if (woke) {
+          // It went back to sleep after we woke it (a failed boot ends in error, not here).
+          co_return Fail(ErrorCode::kUnavailable,
+                         fmt::format("workspace '{}' stopped again while waking", ws->name));
+        }
+        {
+          auto started = co_await ctx.Blocking([&] { return ctx.service.Start(tenant, id, true); });
+          if (!started) co_return Fail(started.error());
+          woke = true;
+        }
+        break;
+      case State::kError:
+        co_return Fail(ErrorCode::kFailedPrecondition,
+                       fmt::format("workspace '{}' is in error ({}); start it again or delete it",
+                                   ws->name, ws->error.value_or("unknown")));
+      case State::kDeleting:
+        co_return Fail(ErrorCode::kNotFound, fmt::format("workspace '{}' is being deleted", ws->name));
+      default:
+        break;  // creating, starting, stopping, hibernating: wait for it to settle
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      co_return Fail(ErrorCode::kDeadlineExceeded,
+                     fmt::format("workspace '{}' did not become ready within {} s (it is {})", ws->name,
+                                 ctx.options.wake_timeout.count(), workspace::StateName(ws->state)));
+    }
+    co_await Sleep(kPollEvery);
+  }
+}
+
+http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std::string kind) {
+  if (!co_await Require(ex, needed)) co_return;
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  std::string ref(ex.param("ws"));
+  auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, ref); });
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  ctx.service.NoteActivity(ws->id);
+  auto link = co_await EnsureRunning(ctx, *ws);
+  if (!link) {
+    co_await ex.SendError(link.error());
+    co_return;
+  }
+  // Open for as long as the request lasts: a long exec, a PTY, a tunnel, a download.
+  auto guard = ctx.service.OpenStream(ws->id, kind);
+  std::string target = AgentTarget(ex.target());
+  co_await agent_client::ProxyToAgent(ex, *link, std::move(target), ctx.options.proxy);
+}
+
+}  // namespace
+
+void AddAgentRoutes(http::Router& router, ApiContext& ctx) {
+  struct Route {
+    verb method;
+    const char* path;
+    Scope scope;
+    const char* kind;
+  };
+  // GETs that act (a session, a tunnel) need a write key like any other action.
+  const Route routes[] = {
+      {verb::post, "exec", Scope::kWrite, "exec"},
+      {verb::get, "exec/ws", Scope::kWrite, "session"},
+      {verb::get, "processes", Scope::kRead, "processes"},
+      {verb::get, "processes/{*rest}", Scope::kRead, "processes"},
+      {verb::post, "processes/{*rest}", Scope::kWrite, "processes"},
+      {verb::delete_, "processes/{*rest}", Scope::kWrite, "processes"},
+      {verb::get, "files/{*rest}", Scope::kRead, "files"},
+      {verb::put, "files/{*rest}", Scope::kWrite, "files"},
+      {verb::post, "files/{*rest}", Scope::kWrite, "files"},
+      {verb::delete_, "files/{*rest}", Scope::kWrite, "files"},
+      {verb::get, "ports", Scope::kRead, "ports"},
+      {verb::get, "tunnel", Scope::kWrite, "tunnel"},
+      {verb::get, "activity", Scope::kRead, "activity"},
+      {verb::get, "info", Scope::kRead, "info"},
+  };
+  for (const auto& r : routes) {
+    Scope scope = r.scope;
+    std::string kind = r.kind;
+    router.Add(r.method, fmt::format("/v1/workspaces/{{ws}}/{}", r.path),
+               [&ctx, scope, kind](http::Exchange& ex) { return Forward(ctx, ex, scope, kind); });
+  }
+}
+
+}  // namespace berth::api

@@ -1,0 +1,75 @@
+#include "controller/api/api_server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace berth::api {
+
+using http::bhttp::status;
+using http::bhttp::verb;
+
+Principal PrincipalOf(http::Exchange& ex) {
+  const auto& c = ex.context();
+  Principal p;
+  p.tenant_id = c.value("tenant_id", "");
+  p.tenant_name = c.value("tenant_name", "");
+  p.key_id = c.value("key_id", "");
+  p.key_prefix = c.value("key_prefix", "");
+  p.scope = ParseScope(c.value("scope", "read")).value_or(Scope::kRead);
+  return p;
+}
+
+http::Task<bool> Require(http::Exchange& ex, Scope needed) {
+  if (PrincipalOf(ex).Allows(needed)) co_return true;
+  auto error = Error{ErrorCode::kPermissionDenied,
+                     fmt::format("this needs a key with {} scope", ScopeName(needed))};
+  co_await ex.SendError(error);
+  co_return false;
+}
+
+ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                     store::Store& store, workspace::WorkspaceService& service,
+                     Authenticator& auth, ApiOptions options)
+    : options_(std::move(options)), ctx_{pool, store, service, auth, options_} {
+  router_.Add(verb::get, "/v1/health", [](http::Exchange& ex) -> http::Task<void> {
+    nlohmann::json body = {{"status", "ok"}, {"version", BERTH_VERSION}};
+    co_await ex.SendJson(status::ok, body);
+  });
+  AddAdminRoutes(router_, ctx_);
+  AddWorkspaceRoutes(router_, ctx_);
+  AddAgentRoutes(router_, ctx_);
+  if (options_.extra_routes) options_.extra_routes(router_);
+  server_ = std::make_unique<http::Server>(
+      io, options_.server, [this](http::Exchange& ex) { return Handle(ex); });
+}
+
+ApiServer::~ApiServer() { Stop(); }
+
+Result<Endpoint> ApiServer::Listen(const Endpoint& endpoint) { return server_->Listen(endpoint); }
+
+void ApiServer::Stop() {
+  if (server_) server_->Stop();
+}
+
+http::Task<void> ApiServer::Handle(http::Exchange& ex) {
+  bool open = ex.method() == verb::get && ex.path() == "/v1/health";
+  if (!open) {
+    std::string authorization(ex.header(http::bhttp::field::authorization));
+    // By-reference captures only: the closure is trivially destructible (g++ 12, see
+    // docs/architecture.md).
+    auto principal = co_await ctx_.Blocking([&] { return ctx_.auth.Authenticate(authorization); });
+    if (!principal) {
+      co_await ex.SendError(principal.error());
+      co_return;
+    }
+    auto& c = ex.context();
+    c["tenant_id"] = principal->tenant_id;
+    c["tenant_name"] = principal->tenant_name;
+    c["key_id"] = principal->key_id;
+    c["key_prefix"] = principal->key_prefix;
+    c["scope"] = ScopeName(principal->scope);
+  }
+  co_await router_.Dispatch(ex);
+}
+
+}  // namespace berth::api

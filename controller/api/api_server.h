@@ -1,0 +1,77 @@
+// berthd's public HTTP API (docs/api.md): authentication and scopes, the admin routes
+// (tenants, keys), the workspace routes, and the agent routes that wake a workspace and
+// stream through to its agent. The layer only parses, validates and authorizes; the
+// workspace service owns all state. Store and service calls block, so they run on a pool.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "common/blocking.h"
+#include "common/http/router.h"
+#include "common/http/server.h"
+#include "controller/agent_client/agent_proxy.h"
+#include "controller/api/auth.h"
+#include "controller/store/store.h"
+#include "controller/workspace/service.h"
+
+namespace berth::api {
+
+struct ApiOptions {
+  http::ServerOptions server;
+  agent_client::ProxyOptions proxy;
+  // How long a request to a stopped workspace waits for it to boot before giving up.
+  std::chrono::seconds wake_timeout{900};
+  // Extra routes mounted by berthd (e.g. /mcp); they run after authentication.
+  std::function<void(http::Router&)> extra_routes;
+};
+
+// What every route needs. Owned by ApiServer; handlers hold a reference.
+struct ApiContext {
+  boost::asio::thread_pool& pool;
+  store::Store& store;
+  workspace::WorkspaceService& service;
+  Authenticator& auth;
+  const ApiOptions& options;
+
+  // Runs a blocking call on the pool and resumes on the caller's executor.
+  template <class F>
+  auto Blocking(F fn) {
+    return RunBlocking(pool, std::move(fn));
+  }
+};
+
+// The principal the request runs as (set by the auth middleware).
+Principal PrincipalOf(http::Exchange& ex);
+// Sends 403 unless the principal has `needed`; true when allowed.
+http::Task<bool> Require(http::Exchange& ex, Scope needed);
+
+void AddAdminRoutes(http::Router& router, ApiContext& ctx);
+void AddWorkspaceRoutes(http::Router& router, ApiContext& ctx);
+void AddAgentRoutes(http::Router& router, ApiContext& ctx);
+
+class ApiServer {
+ public:
+  ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool, store::Store& store,
+            workspace::WorkspaceService& service, Authenticator& auth, ApiOptions options);
+  ~ApiServer();
+
+  // Binds and serves; the bound endpoint (real port for port 0).
+  Result<Endpoint> Listen(const Endpoint& endpoint);
+  // Stops accepting and closes connections. Any thread.
+  void Stop();
+
+ private:
+  http::Task<void> Handle(http::Exchange& ex);
+
+  ApiOptions options_;
+  ApiContext ctx_;
+  http::Router router_;
+  std::unique_ptr<http::Server> server_;
+};
+
+}  // namespace berth::api

@@ -1,0 +1,91 @@
+#include "controller/api/json.h"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "controller/workspace/request.h"
+
+namespace berth::api {
+
+std::string IsoTime(int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json IsoOrNull(const std::optional<int64_t>& unix_seconds) {
+  return unix_seconds ? nlohmann::json(IsoTime(*unix_seconds)) : nlohmann::json(nullptr);
+}
+
+Result<int64_t> ParseTime(std::string_view text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos &&
+      text.size() <= 12) {
+    return std::stoll(std::string(text));
+  }
+  std::tm tm{};
+  std::string s(text);
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr || (*end != 'Z' && *end != '\0') || (*end == 'Z' && end[1] != '\0')) {
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("'{}' is not a time (ISO 8601 UTC like 2026-01-31T12:00:00Z, or unix seconds)", text));
+  }
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+nlohmann::json WorkspaceJson(const workspace::Workspace& ws,
+                             const std::optional<workspace::AwakeInfo>& awake) {
+  nlohmann::json j = {
+      {"id", ws.id},
+      {"name", ws.name},
+      {"tenant", ws.tenant_id},
+      {"image", ws.image},
+      {"image_version", ws.image_version},
+      {"size", ws.size ? nlohmann::json(*ws.size) : nlohmann::json(nullptr)},
+      {"cpus", ws.vcpus},
+      {"memory_mib", ws.memory_mib},
+      {"disk_gib", ws.disk_gib},
+      {"idle_timeout", ws.idle_timeout_s},
+      {"idle_action", workspace::IdleActionName(ws.idle_action)},
+      {"max_runtime", ws.max_runtime_s ? nlohmann::json(*ws.max_runtime_s) : nlohmann::json(nullptr)},
+      {"auto_start", ws.auto_start},
+      {"env", ws.env},
+      {"labels", ws.labels},
+      {"state", workspace::StateName(ws.state)},
+      {"error", ws.error ? nlohmann::json(*ws.error) : nlohmann::json(nullptr)},
+      {"transport", ws.transport},
+      {"created_at", IsoTime(ws.created_at)},
+      {"updated_at", IsoTime(ws.updated_at)},
+      {"started_at", IsoOrNull(ws.started_at)},
+      {"last_active_at", IsoOrNull(ws.last_active_at)},
+  };
+  if (awake && ws.state == workspace::State::kRunning) {
+    j["awake"] = {{"reasons", awake->reasons}, {"idle_at", IsoOrNull(awake->idle_at)}};
+  }
+  return j;
+}
+
+nlohmann::json TenantJson(const store::Tenant& t) {
+  return {{"id", t.id}, {"name", t.name}, {"created_at", IsoTime(t.created_at)}};
+}
+
+nlohmann::json KeyJson(const store::ApiKey& k) {
+  return {{"id", k.id},
+          {"tenant", k.tenant_id},
+          {"prefix", k.prefix},
+          {"scope", k.scope},
+          {"name", k.name},
+          {"created_at", IsoTime(k.created_at)},
+          {"last_used_at", IsoOrNull(k.last_used_at)},
+          {"revoked_at", IsoOrNull(k.revoked_at)}};
+}
+
+nlohmann::json EventJson(const store::Event& e) {
+  return {{"id", e.id}, {"at", IsoTime(e.at)}, {"type", e.type}, {"message", e.message},
+          {"data", e.data}, {"workspace", e.workspace_id}};
+}
+
+}  // namespace berth::api

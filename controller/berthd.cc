@@ -1,0 +1,180 @@
+#include "controller/berthd.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "controller/api/api_server.h"
+#include "controller/api/auth.h"
+#include "controller/hypervisor/libvirt_hypervisor.h"
+#include "controller/store/store.h"
+#include "controller/workspace/service.h"
+
+namespace berth {
+
+namespace fs = std::filesystem;
+
+Status Config::LoadFile(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return Fail(ErrnoError(errno, "open " + path.string()));
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("{} is not a JSON object", path.string()));
+  }
+  try {
+    for (const auto& [k, v] : j.items()) {
+      if (k == "listen") listen = v.get<std::string>();
+      else if (k == "data_dir") data_dir = v.get<std::string>();
+      else if (k == "images_dir") images_dir = v.get<std::string>();
+      else if (k == "libvirt_uri") libvirt_uri = v.get<std::string>();
+      else if (k == "transport") transport = v.get<std::string>();
+      else if (k == "accel") accel = v.get<std::string>();
+      else if (k == "agent_binary") agent_binary = v.get<std::string>();
+      else if (k == "agent_user") agent_user = v.get<std::string>();
+      else if (k == "max_concurrent_boots") max_concurrent_boots = v.get<int>();
+      else if (k == "boot_timeout_s") boot_timeout_s = v.get<int>();
+      else if (k == "stop_grace_s") stop_grace_s = v.get<int>();
+      else if (k == "idle_poll_ms") idle_poll_ms = v.get<int>();
+      else if (k == "reconcile_every_s") reconcile_every_s = v.get<int>();
+      else if (k == "io_threads") io_threads = v.get<int>();
+      else if (k == "log_level") log_level = v.get<std::string>();
+      else return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: unknown key '{}'", path.string(), k));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: {}", path.string(), e.what()));
+  }
+  return {};
+}
+
+Daemon::Daemon(Config config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() { Stop(); }
+
+std::string Daemon::url() const {
+  return endpoint_.kind == Endpoint::Kind::kTcp
+             ? fmt::format("http://{}:{}", endpoint_.host.find(':') != std::string::npos
+                                               ? "[" + endpoint_.host + "]"
+                                               : endpoint_.host,
+                           endpoint_.port)
+             : endpoint_.ToString();
+}
+
+Status Daemon::EnsureAdminKey() {
+  auto tenants = store_->ListTenants();
+  if (!tenants) return Fail(tenants.error());
+  if (!tenants->empty()) return {};
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  auto tenant = store_->CreateTenant("default", now);
+  if (!tenant) return Fail(tenant.error());
+  auto key = auth_->CreateKey(tenant->id, api::Scope::kAdmin, "first admin key");
+  if (!key) return Fail(key.error());
+  auto path = admin_key_file();
+  auto tmp = path;
+  tmp += ".tmp";
+  {
+    // Created 0600 before the key is written: it is never readable by anyone else.
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Fail(ErrnoError(errno, "create " + tmp.string()));
+    std::string line = key->secret + "\n";
+    bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok) return Fail(ErrnoError(errno, "write " + tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Fail(ErrnoError(ec.value(), "rename " + path.string()));
+  spdlog::info("first start: created tenant 'default' and an admin key in {}", path.string());
+  return {};
+}
+
+Status Daemon::Start() {
+  std::error_code ec;
+  fs::create_directories(config_.data_dir, ec);
+  if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + config_.data_dir.string()));
+  auto store = store::Store::Open((config_.data_dir / "berth.db").string());
+  if (!store) return Fail(store.error());
+  store_ = std::move(*store);
+  auth_ = std::make_unique<api::Authenticator>(*store_);
+  if (auto s = EnsureAdminKey(); !s) return s;
+
+  auto hv = hypervisor::LibvirtHypervisor::Connect(config_.libvirt_uri);
+  if (!hv) {
+    return Fail(hv.error().code, fmt::format("libvirt at {}: {}", config_.libvirt_uri, hv.error().message));
+  }
+  hypervisor_ = std::move(*hv);
+
+  workspace::TransportOptions topt;
+  topt.kind = config_.transport;
+  topt.agent_binary = config_.agent_binary;
+  topt.agent_user = config_.agent_user;
+  auto transport = workspace::MakeTransport(topt);
+  if (!transport) return Fail(transport.error());
+
+  workspace::ServiceOptions sopt;
+  sopt.data_dir = config_.data_dir;
+  sopt.images_dir = config_.images_dir;
+  sopt.accel = config_.accel;
+  sopt.max_concurrent_boots = config_.max_concurrent_boots;
+  sopt.boot_timeout = std::chrono::seconds(config_.boot_timeout_s);
+  sopt.stop_grace = std::chrono::seconds(config_.stop_grace_s);
+  sopt.idle_poll = std::chrono::milliseconds(config_.idle_poll_ms);
+  sopt.reconcile_every = std::chrono::seconds(config_.reconcile_every_s);
+  sopt.guest_cpu_counts = config_.transport != "unix";  // a host agent sees the host's CPU
+  service_ = std::make_unique<workspace::WorkspaceService>(*store_, *hypervisor_,
+                                                           std::move(*transport), std::move(sopt));
+  if (auto s = service_->Run(); !s) return s;
+
+  pool_ = std::make_unique<boost::asio::thread_pool>(16);
+  api::ApiOptions aopt;
+  api_ = std::make_unique<api::ApiServer>(io_, *pool_, *store_, *service_, *auth_, aopt);
+  auto listen = Endpoint::Parse(config_.listen.find(':') != std::string::npos &&
+                                        !config_.listen.starts_with("tcp:") &&
+                                        !config_.listen.starts_with("unix:")
+                                    ? "tcp:" + config_.listen
+                                    : config_.listen);
+  if (!listen) return Fail(listen.error());
+  auto bound = api_->Listen(*listen);
+  if (!bound) return Fail(bound.error());
+  endpoint_ = *bound;
+  for (int i = 0; i < std::max(1, config_.io_threads); ++i) {
+    io_threads_.emplace_back([this] {
+      auto guard = boost::asio::make_work_guard(io_);
+      io_.run();
+    });
+  }
+  std::ofstream(config_.data_dir / "listen.addr") << url() << "\n";
+  return {};
+}
+
+void Daemon::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (api_) api_->Stop();
+  if (service_) service_->Shutdown();
+  io_.stop();
+  for (auto& t : io_threads_) t.join();
+  io_threads_.clear();
+  if (pool_) pool_->join();
+}
+
+void Daemon::WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("signal {}: shutting down (VMs keep running)", sig);
+  Stop();
+}
+
+}  // namespace berth

@@ -1,0 +1,82 @@
+// berthd as a library: the configuration, the wiring (store, hypervisor, transport, workspace
+// service, HTTP API) and its lifetime. main.cc parses flags into a Config and calls Run();
+// integration tests start a Daemon in-process on port 0.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "common/endpoint.h"
+#include "common/error.h"
+
+namespace berth {
+
+namespace store { class Store; }
+namespace hypervisor { class Hypervisor; }
+namespace workspace { class WorkspaceService; }
+namespace api { class ApiServer; class Authenticator; }
+
+struct Config {
+  std::string listen = "127.0.0.1:8420";  // loopback by default: put a TLS proxy in front
+  std::filesystem::path data_dir = "/var/lib/berth";
+  std::filesystem::path images_dir;        // default <data>/images
+  std::string libvirt_uri = "qemu:///system";
+  std::string transport = "auto";          // auto | vsock | forward | unix (tests)
+  std::string accel = "auto";              // auto | kvm | tcg
+  std::string agent_binary;                // unix transport: the berth-agent to run
+  std::string agent_user;                  // unix transport: its default user
+  int max_concurrent_boots = 2;
+  int boot_timeout_s = 0;                  // 0: by accelerator (see ServiceOptions)
+  int stop_grace_s = 45;
+  int idle_poll_ms = 5000;
+  int reconcile_every_s = 60;
+  int io_threads = 2;                      // the host has few cores; I/O is not the bottleneck
+  std::string log_level = "info";
+
+  // Reads a JSON config file; keys as the fields above ("listen", "data_dir", ...). Flags
+  // given on the command line win over the file (the caller applies them after).
+  Status LoadFile(const std::filesystem::path& path);
+};
+
+class Daemon {
+ public:
+  explicit Daemon(Config config);
+  ~Daemon();
+
+  // Opens the store (creating the first tenant and admin key on first start), connects to
+  // libvirt, reconciles, and starts serving. Returns once listening.
+  Status Start();
+  // Stops serving and the background loops. VMs keep running. Idempotent.
+  void Stop();
+  // Blocks until SIGTERM or SIGINT, then Stop().
+  void WaitForSignal();
+
+  const Endpoint& endpoint() const { return endpoint_; }
+  std::string url() const;
+  std::filesystem::path admin_key_file() const { return config_.data_dir / "admin.key"; }
+  workspace::WorkspaceService& service() { return *service_; }
+  store::Store& store() { return *store_; }
+
+ private:
+  Status EnsureAdminKey();
+
+  Config config_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<hypervisor::Hypervisor> hypervisor_;
+  std::unique_ptr<workspace::WorkspaceService> service_;
+  std::unique_ptr<api::Authenticator> auth_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::thread_pool> pool_;
+  std::unique_ptr<api::ApiServer> api_;
+  std::vector<std::thread> io_threads_;
+  Endpoint endpoint_;
+  bool stopped_ = false;
+};
+
+}  // namespace berth

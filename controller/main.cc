@@ -1,0 +1,69 @@
+// berthd: flags -> Config -> Daemon. Everything else is in the controller library.
+#include <signal.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "controller/berthd.h"
+
+int main(int argc, char** argv) {
+  // Signals are taken synchronously by WaitForSignal; every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"berthd: the Berth controller (workspaces as VMs, the v1 API)"};
+  berth::Config config;
+  std::string config_file, listen, data, uri, transport, accel, agent_bin, agent_user, log_level;
+  int idle_poll_ms = 0, boot_timeout_s = 0;
+  app.add_option("--config", config_file, "JSON config file (flags win over it)");
+  app.add_option("--listen", listen, "HOST:PORT or unix:PATH (default 127.0.0.1:8420)");
+  app.add_option("--data", data, "state directory (default /var/lib/berth)");
+  app.add_option("--libvirt-uri", uri, "libvirt connection (default qemu:///system)");
+  app.add_option("--transport", transport, "auto|vsock|forward|unix (unix: tests, no VMs)");
+  app.add_option("--accel", accel, "auto|kvm|tcg");
+  app.add_option("--agent-bin", agent_bin, "berth-agent binary for the unix transport");
+  app.add_option("--agent-user", agent_user, "default user of host agents (unix transport)");
+  app.add_option("--idle-poll-ms", idle_poll_ms, "how often the idle loop runs");
+  app.add_option("--boot-timeout", boot_timeout_s, "seconds before a silent boot is retried");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  bool version = false;
+  app.add_flag("--version", version, "print the version and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::cout << "berthd " << BERTH_VERSION << "\n";
+    return 0;
+  }
+  if (!config_file.empty()) {
+    if (auto s = config.LoadFile(config_file); !s) {
+      std::cerr << "berthd: " << s.error().message << "\n";
+      return 2;
+    }
+  }
+  if (!listen.empty()) config.listen = listen;
+  if (!data.empty()) config.data_dir = data;
+  if (!uri.empty()) config.libvirt_uri = uri;
+  if (!transport.empty()) config.transport = transport;
+  if (!accel.empty()) config.accel = accel;
+  if (!agent_bin.empty()) config.agent_binary = agent_bin;
+  if (!agent_user.empty()) config.agent_user = agent_user;
+  if (idle_poll_ms > 0) config.idle_poll_ms = idle_poll_ms;
+  if (boot_timeout_s > 0) config.boot_timeout_s = boot_timeout_s;
+  if (!log_level.empty()) config.log_level = log_level;
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+
+  berth::Daemon daemon(config);
+  if (auto s = daemon.Start(); !s) {
+    std::cerr << "berthd: " << s.error().message << "\n";
+    return 1;
+  }
+  std::cout << "listening on " << daemon.url() << std::endl;
+  std::cout << "admin key: " << daemon.admin_key_file().string() << std::endl;
+  daemon.WaitForSignal();
+  return 0;
+}

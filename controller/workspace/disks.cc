@@ -1,0 +1,84 @@
+#include "controller/workspace/disks.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "common/unique.h"
+
+extern char** environ;
+
+namespace berth::workspace {
+
+Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail(ErrnoError(errno, "pipe"));
+  UniqueFd read_end(pipe_fds[0]);
+  UniqueFd write_end(pipe_fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  write_end.reset();
+  if (rc != 0) return Fail(ErrnoError(rc, fmt::format("run {}", argv[0])));
+
+  std::string output;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    pollfd p{read_end.get(), POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(read_end.get(), buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    if (output.size() < 8192) output.append(buf, static_cast<size_t>(got));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
+  if (timed_out) {
+    return Fail(ErrorCode::kDeadlineExceeded,
+                fmt::format("{} did not finish within {} s", argv[0], timeout.count()));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Fail(ErrorCode::kInternal, fmt::format("{} failed: {}", argv[0], output));
+  }
+  return {};
+}
+
+Status CreateOverlay(const std::filesystem::path& backing, const std::filesystem::path& path) {
+  return RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
+                     backing.string(), path.string()},
+                    std::chrono::seconds(60));
+}
+
+Status CreateBlankDisk(const std::filesystem::path& path, int size_gib) {
+  return RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", path.string(),
+                     fmt::format("{}G", size_gib)},
+                    std::chrono::seconds(60));
+}
+
+}  // namespace berth::workspace

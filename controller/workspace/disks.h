@@ -1,0 +1,24 @@
+// A workspace's two disks, made with qemu-img: root.qcow2, an overlay on the image's disk
+// (installed packages land here), and data.qcow2, blank, mounted at /workspace in the guest.
+// Blocking; call off I/O threads.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace berth::workspace {
+
+// Runs argv[0] with argv and waits at most `timeout`; its stderr (bounded) is in the error.
+Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout);
+
+// qemu-img create -f qcow2 -F qcow2 -b BACKING PATH: the backing format is explicit, so
+// QEMU never probes it (a probed format is a known escape).
+Status CreateOverlay(const std::filesystem::path& backing, const std::filesystem::path& path);
+// qemu-img create -f qcow2 PATH SIZE: sparse; costs nothing until the guest writes.
+Status CreateBlankDisk(const std::filesystem::path& path, int size_gib);
+
+}  // namespace berth::workspace

@@ -1,0 +1,189 @@
+#include "controller/workspace/request.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "controller/workspace/image_store.h"
+
+namespace berth::workspace {
+namespace {
+
+using nlohmann::json;
+
+Error Invalid(std::string message) { return Error{ErrorCode::kInvalidArgument, std::move(message)}; }
+
+Result<int64_t> Integer(const json& body, const char* key, int64_t min, int64_t max) {
+  const auto& v = body.at(key);
+  if (!v.is_number_integer()) return Fail(Invalid(fmt::format("'{}' must be an integer", key)));
+  auto n = v.get<int64_t>();
+  if (n < min || n > max) {
+    return Fail(Invalid(fmt::format("'{}' must be between {} and {}", key, min, max)));
+  }
+  return n;
+}
+
+Result<IdleAction> ParseIdleAction(const json& v) {
+  if (v == "stop") return IdleAction::kStop;
+  if (v == "hibernate") return IdleAction::kHibernate;
+  return Fail(Invalid("'idle_action' must be \"stop\" or \"hibernate\""));
+}
+
+Status ValidateStringMap(const json& v, const char* key, size_t max_entries) {
+  if (!v.is_object()) return Fail(Invalid(fmt::format("'{}' must be an object of strings", key)));
+  if (v.size() > max_entries) {
+    return Fail(Invalid(fmt::format("'{}' has more than {} entries", key, max_entries)));
+  }
+  for (const auto& [k, val] : v.items()) {
+    if (!val.is_string()) return Fail(Invalid(fmt::format("'{}.{}' must be a string", key, k)));
+    if (k.empty() || k.size() > kMaxLabelBytes || val.get_ref<const std::string&>().size() > 4096) {
+      return Fail(Invalid(fmt::format("'{}' has an empty or oversized entry", key)));
+    }
+  }
+  return {};
+}
+
+Status ValidateEnv(const json& env) {
+  if (auto s = ValidateStringMap(env, "env", kMaxEnvEntries); !s) return s;
+  for (const auto& [k, v] : env.items()) {
+    bool ok = !k.empty() && !(k[0] >= '0' && k[0] <= '9');
+    for (char c : k) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!ok) return Fail(Invalid(fmt::format("'{}' is not a valid environment variable name", k)));
+  }
+  return {};
+}
+
+Status ValidateLabels(const json& labels) {
+  if (auto s = ValidateStringMap(labels, "labels", kMaxLabels); !s) return s;
+  for (const auto& [k, v] : labels.items()) {
+    if (v.get_ref<const std::string&>().size() > kMaxLabelBytes) {
+      return Fail(Invalid(fmt::format("label '{}' is longer than {} bytes", k, kMaxLabelBytes)));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view IdleActionName(IdleAction action) {
+  return action == IdleAction::kHibernate ? "hibernate" : "stop";
+}
+
+Result<CreateRequest> ParseCreateRequest(const json& body) {
+  if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
+  static const std::set<std::string, std::less<>> kKnown = {
+      "name", "image", "size", "cpus", "memory_mib", "disk_gib", "idle_timeout", "idle_action",
+      "max_runtime", "auto_start", "env", "labels"};
+  for (const auto& [k, v] : body.items()) {
+    if (!kKnown.contains(k)) return Fail(Invalid(fmt::format("unknown field '{}'", k)));
+  }
+  CreateRequest r;
+  if (!body.contains("name") || !body["name"].is_string()) {
+    return Fail(Invalid("'name' is required (a string)"));
+  }
+  r.name = body["name"].get<std::string>();
+  if (auto s = ValidateName(r.name); !s) return Fail(s.error());
+  if (body.contains("image")) {
+    if (!body["image"].is_string()) return Fail(Invalid("'image' must be a string"));
+    r.image = body["image"].get<std::string>();
+    if (auto s = ValidateImageName(r.image); !s) return Fail(s.error());
+  }
+  bool custom = body.contains("cpus") || body.contains("memory_mib");
+  if (body.contains("size") && !body["size"].is_null()) {
+    if (custom) return Fail(Invalid("give either 'size' or 'cpus'/'memory_mib', not both"));
+    if (!body["size"].is_string()) return Fail(Invalid("'size' must be a string"));
+    auto size = SizeByName(body["size"].get<std::string>());
+    if (!size) return Fail(Invalid("'size' must be small, medium or large"));
+    r.size = std::string(size->name);
+    r.vcpus = size->vcpus;
+    r.memory_mib = size->memory_mib;
+  } else if (custom) {
+    r.size = std::nullopt;
+    if (body.contains("cpus")) {
+      auto n = Integer(body, "cpus", 1, kMaxCpus);
+      if (!n) return Fail(n.error());
+      r.vcpus = static_cast<int>(*n);
+    }
+    if (body.contains("memory_mib")) {
+      auto n = Integer(body, "memory_mib", kMinMemoryMib, kMaxMemoryMib);
+      if (!n) return Fail(n.error());
+      r.memory_mib = static_cast<int>(*n);
+    }
+  }
+  if (body.contains("disk_gib")) {
+    auto n = Integer(body, "disk_gib", 1, kMaxDiskGib);
+    if (!n) return Fail(n.error());
+    r.disk_gib = static_cast<int>(*n);
+  }
+  if (body.contains("idle_timeout")) {
+    auto n = Integer(body, "idle_timeout", kMinIdleTimeout, kMaxDuration);
+    if (!n) return Fail(n.error());
+    r.idle_timeout_s = *n;
+  }
+  if (body.contains("idle_action")) {
+    auto a = ParseIdleAction(body["idle_action"]);
+    if (!a) return Fail(a.error());
+    r.idle_action = *a;
+  }
+  if (body.contains("max_runtime") && !body["max_runtime"].is_null()) {
+    auto n = Integer(body, "max_runtime", 60, kMaxDuration);
+    if (!n) return Fail(n.error());
+    r.max_runtime_s = *n;
+  }
+  if (body.contains("auto_start")) {
+    if (!body["auto_start"].is_boolean()) return Fail(Invalid("'auto_start' must be true or false"));
+    r.auto_start = body["auto_start"].get<bool>();
+  }
+  if (body.contains("env")) {
+    if (auto s = ValidateEnv(body["env"]); !s) return Fail(s.error());
+    r.env = body["env"];
+  }
+  if (body.contains("labels")) {
+    if (auto s = ValidateLabels(body["labels"]); !s) return Fail(s.error());
+    r.labels = body["labels"];
+  }
+  return r;
+}
+
+Status ApplyPatch(const json& body, Workspace& ws) {
+  if (!body.is_object() || body.empty()) {
+    return Fail(Invalid("the body must be a JSON object with the fields to change"));
+  }
+  Workspace out = ws;
+  for (const auto& [k, v] : body.items()) {
+    if (k == "name") {
+      if (!v.is_string()) return Fail(Invalid("'name' must be a string"));
+      out.name = v.get<std::string>();
+      if (auto s = ValidateName(out.name); !s) return s;
+    } else if (k == "labels") {
+      if (auto s = ValidateLabels(v); !s) return s;
+      out.labels = v;
+    } else if (k == "idle_timeout") {
+      auto n = Integer(body, "idle_timeout", kMinIdleTimeout, kMaxDuration);
+      if (!n) return Fail(n.error());
+      out.idle_timeout_s = *n;
+    } else if (k == "idle_action") {
+      auto a = ParseIdleAction(v);
+      if (!a) return Fail(a.error());
+      out.idle_action = *a;
+    } else if (k == "max_runtime") {
+      if (v.is_null()) {
+        out.max_runtime_s = std::nullopt;
+      } else {
+        auto n = Integer(body, "max_runtime", 60, kMaxDuration);
+        if (!n) return Fail(n.error());
+        out.max_runtime_s = *n;
+      }
+    } else if (k == "auto_start") {
+      if (!v.is_boolean()) return Fail(Invalid("'auto_start' must be true or false"));
+      out.auto_start = v.get<bool>();
+    } else {
+      return Fail(Invalid(fmt::format("'{}' cannot be changed (name, labels, idle_timeout, "
+                                      "idle_action, max_runtime, auto_start can)", k)));
+    }
+  }
+  ws = std::move(out);
+  return {};
+}
+
+}  // namespace berth::workspace

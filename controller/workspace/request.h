@@ -1,0 +1,48 @@
+// The bodies of POST /v1/workspaces and PATCH /v1/workspaces/{id}, parsed and validated. Pure:
+// JSON in, a typed request or an invalid_argument error out.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "controller/workspace/workspace.h"
+
+namespace berth::workspace {
+
+// Bounds, each with its reason.
+inline constexpr int kMaxCpus = 16;              // well past any single-host workspace
+inline constexpr int kMinMemoryMib = 512;        // Debian with systemd needs this much to boot
+inline constexpr int kMaxMemoryMib = 64 * 1024;
+inline constexpr int kMaxDiskGib = 2048;         // qcow2 is sparse; this only caps a typo
+inline constexpr int64_t kMinIdleTimeout = 10;   // shorter would stop a VM still booting tools
+inline constexpr int64_t kMaxDuration = 365LL * 24 * 3600;
+inline constexpr size_t kMaxEnvEntries = 256;
+inline constexpr size_t kMaxLabels = 64;
+inline constexpr size_t kMaxLabelBytes = 256;    // each key and each value
+
+struct CreateRequest {
+  std::string name;
+  std::string image = "base";
+  std::optional<std::string> size = "small";
+  int vcpus = 1;
+  int memory_mib = 1024;
+  int disk_gib = 10;
+  int64_t idle_timeout_s = 1800;
+  IdleAction idle_action = IdleAction::kStop;
+  std::optional<int64_t> max_runtime_s;
+  bool auto_start = true;
+  nlohmann::json env = nlohmann::json::object();
+  nlohmann::json labels = nlohmann::json::object();
+};
+Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
+
+// Applies a PATCH body (name, labels, idle_timeout, idle_action, max_runtime, auto_start) to
+// `ws`. Unknown fields are an error, so a typo is not silently ignored.
+Status ApplyPatch(const nlohmann::json& body, Workspace& ws);
+
+std::string_view IdleActionName(IdleAction action);
+
+}  // namespace berth::workspace

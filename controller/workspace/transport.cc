@@ -1,0 +1,236 @@
+#include "controller/workspace/transport.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/unique.h"
+#include "controller/network/passt.h"
+
+namespace berth::workspace {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint16_t kAgentPort = 1024;  // the agent's vsock and TCP port in every image
+
+// run/ belongs to the QEMU user: QEMU creates the VNC socket there and passt its socket, pid
+// file and log.
+Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
+  std::error_code ec;
+  fs::create_directories(layout.run_dir(), ec);
+  if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.run_dir().string()));
+  passwd* pw = getpwnam(qemu_user.c_str());
+  if (pw != nullptr && geteuid() == 0) {
+    if (chown(layout.run_dir().c_str(), pw->pw_uid, pw->pw_gid) != 0) {
+      return Fail(ErrnoError(errno, "chown " + layout.run_dir().string()));
+    }
+  }
+  chmod(layout.run_dir().c_str(), 0700);
+  return {};
+}
+
+// Ends the process in `pid_file` if it is alive and its command line mentions `marker` (a
+// recycled pid must not be killed).
+void KillFromPidFile(const fs::path& pid_file, const std::string& marker) {
+  std::ifstream in(pid_file);
+  pid_t pid = 0;
+  if (!(in >> pid) || pid <= 1) return;
+  std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid));
+  std::string args;
+  std::getline(cmdline, args, '\0');
+  std::string rest((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  args += rest;
+  if (args.find(marker) == std::string::npos) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 50 && kill(pid, 0) == 0; ++i) {
+    // Our own child (unix transport) must be reaped, or it stays a zombie that kill(0) sees.
+    waitpid(pid, nullptr, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (kill(pid, 0) == 0) kill(pid, SIGKILL);
+  waitpid(pid, nullptr, WNOHANG);
+}
+
+class VmTransport : public Transport {
+ public:
+  VmTransport(bool vsock, TransportOptions options) : vsock_(vsock), options_(std::move(options)) {}
+  std::string_view name() const override { return vsock_ ? "vsock" : "forward"; }
+
+  Status BeforeStart(Workspace& ws, const Layout& layout, bool /*resume*/,
+                     hypervisor::DomainSpec& spec) override {
+    if (auto s = PrepareRunDir(layout, options_.qemu_user); !s) return s;
+    // A passt left from a VM that never connected (a failed start) holds the socket path.
+    KillFromPidFile(layout.passt_pid(), layout.passt_socket().string());
+    network::PasstOptions passt;
+    passt.binary = options_.passt_binary;
+    passt.user = options_.qemu_user;
+    passt.socket_path = layout.passt_socket().string();
+    passt.pid_file = layout.passt_pid().string();
+    passt.log_file = layout.passt_log().string();
+    if (!vsock_) {
+      // A new port per boot: the old one may have been taken meanwhile. Races with another
+      // process binding it between our probe and passt's bind are retried.
+      for (int attempt = 0;; ++attempt) {
+        auto port = PickLoopbackPort();
+        if (!port) return Fail(port.error());
+        passt.tcp_forwards = {{*port, kAgentPort}};
+        auto started = network::StartPasst(passt);
+        if (started) {
+          ws.agent_port = *port;
+          break;
+        }
+        if (attempt == 2) return Fail(started.error());
+        spdlog::warn("passt for {} on port {}: {}; retrying", ws.id, *port, started.error().message);
+      }
+    } else {
+      auto started = network::StartPasst(passt);
+      if (!started) return Fail(started.error());
+    }
+    spec.transport = vsock_ ? hypervisor::Transport::kVsock : hypervisor::Transport::kForward;
+    spec.vsock_cid = vsock_ ? static_cast<uint32_t>(ws.vsock_cid.value_or(0)) : 0;
+    spec.passt_socket = layout.passt_socket().string();
+    spec.agent_port = kAgentPort;
+    return {};
+  }
+
+  void AfterStop(const Workspace&, const Layout& layout, bool) override {
+    // passt runs with --one-off and leaves with its VM; this catches a VM that never came up.
+    KillFromPidFile(layout.passt_pid(), layout.passt_socket().string());
+  }
+
+  Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout&) const override {
+    Endpoint ep;
+    if (vsock_) {
+      if (!ws.vsock_cid) return Fail(ErrorCode::kInternal, "workspace has no vsock CID");
+      ep.kind = Endpoint::Kind::kVsock;
+      ep.cid = static_cast<uint32_t>(*ws.vsock_cid);
+      ep.port = kAgentPort;
+    } else {
+      if (!ws.agent_port) return Fail(ErrorCode::kUnavailable, "no agent port for this boot yet");
+      ep.kind = Endpoint::Kind::kTcp;
+      ep.host = "127.0.0.1";
+      ep.port = static_cast<uint16_t>(*ws.agent_port);
+    }
+    return ep;
+  }
+
+ private:
+  bool vsock_;
+  TransportOptions options_;
+};
+
+// berth-agent as a host process per workspace, for tests on libvirt's test driver.
+class HostAgentTransport : public Transport {
+ public:
+  explicit HostAgentTransport(TransportOptions options) : options_(std::move(options)) {}
+  std::string_view name() const override { return "unix"; }
+
+  Status BeforeStart(Workspace&, const Layout& layout, bool resume,
+                     hypervisor::DomainSpec&) override {
+    // A resumed workspace keeps its agent (and its processes), like a resumed VM.
+    if (resume && Alive(layout)) return {};
+    KillFromPidFile(layout.agent_pid(), layout.agent_socket().string());
+    std::error_code ec;
+    fs::create_directories(layout.agent_root(), ec);
+    std::vector<std::string> args = {
+        options_.agent_binary,
+        "--listen", "unix:" + layout.agent_socket().string(),
+        "--token-file", layout.token().string(),
+        "--local-socket", (layout.dir / "agent-local.sock").string(),
+        "--workspace-dir", layout.agent_root().string()};
+    if (!options_.agent_user.empty()) {
+      args.push_back("--default-user");
+      args.push_back(options_.agent_user);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string log = layout.agent_log().string();
+    pid_t pid = fork();
+    if (pid < 0) return Fail(ErrnoError(errno, "fork berth-agent"));
+    if (pid == 0) {
+      setsid();
+      int null = open("/dev/null", O_RDONLY);
+      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      if (null >= 0) dup2(null, 0);
+      if (out >= 0) {
+        dup2(out, 1);
+        dup2(out, 2);
+      }
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    std::ofstream(layout.agent_pid()) << pid << "\n";
+    return {};
+  }
+
+  void AfterStop(const Workspace&, const Layout& layout, bool saved) override {
+    if (saved) return;  // hibernated: the "guest" keeps its processes
+    KillFromPidFile(layout.agent_pid(), layout.agent_socket().string());
+  }
+
+  Result<Endpoint> AgentEndpoint(const Workspace&, const Layout& layout) const override {
+    Endpoint ep;
+    ep.kind = Endpoint::Kind::kUnix;
+    ep.path = layout.agent_socket().string();
+    return ep;
+  }
+
+ private:
+  static bool Alive(const Layout& layout) {
+    std::ifstream in(layout.agent_pid());
+    pid_t pid = 0;
+    return (in >> pid) && pid > 1 && kill(pid, 0) == 0 &&
+           waitpid(pid, nullptr, WNOHANG) == 0;
+  }
+  TransportOptions options_;
+};
+
+}  // namespace
+
+Result<uint16_t> PickLoopbackPort() {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return Fail(ErrnoError(errno, "socket"));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return Fail(ErrnoError(errno, "bind 127.0.0.1:0"));
+  }
+  socklen_t len = sizeof addr;
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return Fail(ErrnoError(errno, "getsockname"));
+  }
+  return ntohs(addr.sin_port);
+}
+
+Result<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options) {
+  std::string kind = options.kind;
+  if (kind == "auto") kind = access("/dev/vhost-vsock", R_OK | W_OK) == 0 ? "vsock" : "forward";
+  if (kind == "vsock") return std::make_unique<VmTransport>(true, options);
+  if (kind == "forward") return std::make_unique<VmTransport>(false, options);
+  if (kind == "unix") {
+    if (options.agent_binary.empty() || access(options.agent_binary.c_str(), X_OK) != 0) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("the unix transport needs an executable --agent-bin (got '{}')",
+                              options.agent_binary));
+    }
+    return std::make_unique<HostAgentTransport>(options);
+  }
+  return Fail(ErrorCode::kInvalidArgument,
+              fmt::format("unknown transport '{}' (auto, vsock, forward or unix)", options.kind));
+}
+
+}  // namespace berth::workspace

@@ -1,0 +1,52 @@
+// How a workspace's VM gets its network and how berthd reaches its agent (DESIGN.md, "Host ↔
+// guest transport"). Chosen once at start-up:
+//   vsock    production: the agent on (CID, 1024); passt gives the guest outbound network.
+//   forward  hosts without /dev/vhost-vsock: passt also forwards 127.0.0.1:PORT (a fresh port
+//            per boot) to the agent's TCP port.
+//   unix     tests: berth-agent runs as an ordinary host process on a unix socket next to the
+//            disks (the hypervisor is libvirt's test driver, which runs no guest).
+// Blocking; called from the workspace service's operation threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/endpoint.h"
+#include "common/error.h"
+#include "controller/hypervisor/domain_spec.h"
+#include "controller/workspace/layout.h"
+#include "controller/workspace/workspace.h"
+
+namespace berth::workspace {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // Before a boot (`resume` false) or a resume from hibernation: starts what the VM needs
+  // (passt, a host agent), fills the transport fields of `spec` and may set ws.agent_port
+  // (the caller persists it).
+  virtual Status BeforeStart(Workspace& ws, const Layout& layout, bool resume,
+                             hypervisor::DomainSpec& spec) = 0;
+  // After the VM stopped (`saved` false) or was hibernated: ends what BeforeStart started if it
+  // is still there.
+  virtual void AfterStop(const Workspace& ws, const Layout& layout, bool saved) = 0;
+  // Where the agent answers while the VM runs.
+  virtual Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout& layout) const = 0;
+};
+
+struct TransportOptions {
+  std::string kind = "auto";    // auto | vsock | forward | unix
+  std::string passt_binary = "/usr/bin/passt";
+  std::string qemu_user = "libvirt-qemu";  // passt runs as the user QEMU runs as
+  std::string agent_binary;     // unix: the berth-agent to run
+  std::string agent_user;       // unix: its --default-user
+};
+
+// "auto" is vsock when /dev/vhost-vsock exists, forward otherwise.
+Result<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options);
+
+// A free TCP port on 127.0.0.1 (bound and released; passt binds it right after).
+Result<uint16_t> PickLoopbackPort();
+
+}  // namespace berth::workspace

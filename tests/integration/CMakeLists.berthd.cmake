@@ -1,0 +1,10 @@
+# berthd in-process on libvirt's test driver, with real agents as host processes.
+add_library(berth_test_berthd STATIC ${CMAKE_CURRENT_LIST_DIR}/../support/test_berthd.cc)
+target_link_libraries(berth_test_berthd PUBLIC berth_controller_core berth_test_support)
+target_precompile_headers(berth_test_berthd REUSE_FROM berth_common)
+
+berth_add_test(integration_berthd_api SOURCES integration/berthd_api_test.cc
+               LIBS berth_test_berthd LABELS integration TIMEOUT 600)
+set_tests_properties(integration_berthd_api PROPERTIES
+                     ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
+add_dependencies(integration_berthd_api berth-agent)
