@@ -331,7 +331,9 @@ void WorkspaceService::OnDomainEvent(const hypervisor::DomainEvent& event) {
     return;
   }
   std::string id = event.name.substr(kPrefix.size());
-  if (CachedState(id) != State::kRunning) return;  // our own stop, save or boot retry
+  // The operation decides under the workspace's op lock, after any operation in flight: the
+  // events of our own stops, saves and boot retries find the workspace not running and end
+  // there.
   auto kind = event.kind;
   std::string detail = event.detail;
   Spawn(id, [this, id, kind, detail] {

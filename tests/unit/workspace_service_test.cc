@@ -1,0 +1,412 @@
+// The workspace service against the fake hypervisor, a fake agent probe and a fake clock:
+// lifecycle, write-before-call ordering, the boot watchdog and its concurrency cap, idle and
+// max_runtime, guest events, and reconciliation of every state a crash can leave behind.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <fstream>
+
+#include "controller/hypervisor/fake_hypervisor.h"
+#include "controller/store/store.h"
+#include "controller/workspace/service.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
+
+namespace berth::workspace {
+namespace {
+
+namespace fs = std::filesystem;
+using hypervisor::DomainState;
+using testing::WaitFor;
+
+// Records, for each call, the workspace state stored at that moment: transitions must be
+// written before the hypervisor is asked.
+class RecordingHypervisor : public hypervisor::FakeHypervisor {
+ public:
+  store::Store* store = nullptr;
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> seen;  // (method, stored state)
+  Status Start(const std::string& name) override { Note("Start", name); return FakeHypervisor::Start(name); }
+  Status Shutdown(const std::string& name) override { Note("Shutdown", name); return FakeHypervisor::Shutdown(name); }
+  Status Save(const std::string& name) override { Note("Save", name); return FakeHypervisor::Save(name); }
+  Status Undefine(const std::string& name) override { Note("Undefine", name); return FakeHypervisor::Undefine(name); }
+
+ private:
+  void Note(const std::string& method, const std::string& name) {
+    auto ws = store->GetWorkspaceById(name.substr(6));
+    std::lock_guard lock(mutex);
+    seen.emplace_back(method, ws ? std::string(StateName(ws->state)) : "missing");
+  }
+};
+
+class FakeTransport : public Transport {
+ public:
+  std::string_view name() const override { return "unix"; }
+  Status BeforeStart(Workspace&, const Layout&, bool resume, hypervisor::DomainSpec&) override {
+    (resume ? resumes : boots)++;
+    return {};
+  }
+  void AfterStop(const Workspace&, const Layout&, bool) override { stops++; }
+  Result<Endpoint> AgentEndpoint(const Workspace&, const Layout& layout) const override {
+    Endpoint ep;
+    ep.kind = Endpoint::Kind::kUnix;
+    ep.path = layout.agent_socket().string();
+    return ep;
+  }
+  std::atomic<int> boots{0}, resumes{0}, stops{0};
+};
+
+struct Fixture {
+  testing::TempDir dir{"berth-service"};
+  std::unique_ptr<store::Store> store;
+  RecordingHypervisor hv;
+  FakeTransport* transport = nullptr;
+  std::unique_ptr<WorkspaceService> service;
+  std::atomic<int64_t> now{1'700'000'000};
+  std::atomic<bool> agent_up{true};
+  std::mutex activity_mutex;
+  nlohmann::json activity = nlohmann::json::object();
+  std::string tenant;
+
+  explicit Fixture(const std::function<void(ServiceOptions&)>& customize = {}) {
+    fs::create_directories(dir.path() / "images/base/v1");
+    for (const char* f : {"disk.qcow2", "vmlinuz", "initrd.img"}) {
+      std::ofstream(dir.path() / "images/base/v1" / f) << "x";
+    }
+    fs::create_directory_symlink("v1", dir.path() / "images/base/current");
+    store = std::move(*store::Store::Open((dir.path() / "berth.db").string()));
+    tenant = store->CreateTenant("t1", now)->id;
+    hv.store = store.get();
+    ServiceOptions o;
+    o.data_dir = dir.path();
+    o.accel = "tcg";
+    o.boot_timeout = std::chrono::seconds(2);
+    o.stop_grace = std::chrono::seconds(1);
+    o.idle_poll = std::chrono::hours(1);  // ticks come from the tests
+    o.reconcile_every = std::chrono::hours(1);
+    o.clock = [this] { return now.load(); };
+    o.probe = [this](const agent_client::AgentLink&, std::chrono::milliseconds) -> Result<nlohmann::json> {
+      if (!agent_up) return Fail(ErrorCode::kUnavailable, "agent down");
+      std::lock_guard lock(activity_mutex);
+      return activity;
+    };
+    o.make_disks = [](const ImageVersion&, const Layout& layout, int) -> Status {
+      std::ofstream(layout.root_disk()) << "root";
+      std::ofstream(layout.data_disk()) << "data";
+      return {};
+    };
+    if (customize) customize(o);
+    auto t = std::make_unique<FakeTransport>();
+    transport = t.get();
+    service = std::make_unique<WorkspaceService>(*store, hv, std::move(t), o);
+    REQUIRE(service->Run().has_value());
+  }
+  ~Fixture() { service->Shutdown(); }
+
+  Workspace Create(const std::string& name, const std::function<void(CreateRequest&)>& tweak = {}) {
+    auto req = ParseCreateRequest({{"name", name}});
+    REQUIRE(req.has_value());
+    if (tweak) tweak(*req);
+    auto ws = service->Create(tenant, *req, "", nullptr);
+    REQUIRE(ws.has_value());
+    return *ws;
+  }
+  State StateOf(const std::string& id) {
+    auto ws = store->GetWorkspaceById(id);
+    return ws ? ws->state : State::kDeleting;
+  }
+  // The state is reached and the operation that reached it has finished.
+  bool Reaches(const std::string& id, State state) {
+    bool reached = WaitFor([&] { return StateOf(id) == state; }, std::chrono::seconds(10));
+    service->WaitIdleForTest();
+    return reached && StateOf(id) == state;
+  }
+  std::vector<std::string> Events(const std::string& id) {
+    std::vector<std::string> out;
+    auto events = store->ListEvents(id, 0, 1000);
+    REQUIRE(events.has_value());
+    for (const auto& e : *events) out.push_back(e.type);
+    return out;
+  }
+  bool HasEvent(const std::string& id, const std::string& type) {
+    auto e = Events(id);
+    return std::find(e.begin(), e.end(), type) != e.end();
+  }
+};
+
+TEST_CASE("service: create boots; every transition is stored before the hypervisor call", "[service]") {
+  Fixture f;
+  auto ws = f.Create("alpha");
+  CHECK(ws.state == State::kCreating);
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  CHECK(f.hv.State(ws.DomainName()) == DomainState::kRunning);
+  CHECK(fs::exists(Layout(f.dir.path(), ws.id).data_disk()));
+  // The per-boot token: 64 hex characters, owner-only.
+  auto token = Layout(f.dir.path(), ws.id).token();
+  CHECK(fs::file_size(token) == 64);
+  CHECK((fs::status(token).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+
+  REQUIRE(f.service->Hibernate(f.tenant, "alpha").has_value());
+  REQUIRE(f.Reaches(ws.id, State::kHibernated));
+  REQUIRE(f.service->Start(f.tenant, "alpha").has_value());
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  CHECK(f.transport->resumes == 1);
+  REQUIRE(f.service->Stop(f.tenant, "alpha", false).has_value());
+  REQUIRE(f.Reaches(ws.id, State::kStopped));
+  REQUIRE(f.service->Delete(f.tenant, "alpha").has_value());
+  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(ws.id).has_value(); }));
+  CHECK_FALSE(fs::exists(Layout(f.dir.path(), ws.id).dir));
+  CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
+
+  std::lock_guard lock(f.hv.mutex);
+  std::vector<std::pair<std::string, std::string>> expected = {
+      {"Start", "starting"}, {"Save", "hibernating"}, {"Start", "starting"},
+      {"Shutdown", "stopping"}, {"Undefine", "deleting"}};
+  CHECK(f.hv.seen == expected);
+}
+
+TEST_CASE("service: API transitions that make no sense are refused; repeats are no-ops", "[service]") {
+  Fixture f;
+  auto ws = f.Create("beta");
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  CHECK(f.service->Start(f.tenant, "beta").has_value());  // already running
+  REQUIRE(f.service->Stop(f.tenant, "beta", true).has_value());
+  REQUIRE(f.Reaches(ws.id, State::kStopped));
+  auto hib = f.service->Hibernate(f.tenant, "beta");
+  REQUIRE_FALSE(hib.has_value());
+  CHECK(hib.error().code == ErrorCode::kFailedPrecondition);
+  CHECK(f.service->Stop(f.tenant, "beta", false).has_value());
+  auto other = f.store->CreateTenant("t2", f.now)->id;
+  auto hidden = f.service->Get(other, ws.id);
+  REQUIRE_FALSE(hidden.has_value());
+  CHECK(hidden.error().code == ErrorCode::kNotFound);
+  CHECK(f.hv.CallsForTest("Destroy") >= 1);  // forced: no ACPI grace
+}
+
+TEST_CASE("service: a silent boot is destroyed and retried, then the workspace is in error", "[service]") {
+  Fixture f([](ServiceOptions& o) {
+    o.boot_timeout = std::chrono::seconds(1);
+    o.boot_attempts = 2;
+  });
+  f.agent_up = false;
+  auto ws = f.Create("silent");
+  REQUIRE(f.Reaches(ws.id, State::kError));
+  CHECK(f.hv.CallsForTest("Start") == 2);
+  CHECK(f.HasEvent(ws.id, "boot_retry"));
+  auto stored = f.store->GetWorkspaceById(ws.id);
+  REQUIRE(stored->error.has_value());
+  CHECK(stored->error->find("did not answer") != std::string::npos);
+  CHECK(f.hv.State(ws.DomainName()) == DomainState::kShutoff);
+  // From error, start tries again.
+  f.agent_up = true;
+  REQUIRE(f.service->Start(f.tenant, "silent").has_value());
+  CHECK(f.Reaches(ws.id, State::kRunning));
+}
+
+TEST_CASE("service: at most max_concurrent_boots cold boots run at once", "[service]") {
+  Fixture f([](ServiceOptions& o) {
+    o.max_concurrent_boots = 1;
+    o.boot_timeout = std::chrono::seconds(30);
+  });
+  f.agent_up = false;
+  auto a = f.Create("one");
+  auto b = f.Create("two");
+  REQUIRE(WaitFor([&] { return f.hv.CallsForTest("Start") == 1; }));
+  // The second waits for a slot while the first boots.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  CHECK(f.hv.CallsForTest("Start") == 1);
+  f.agent_up = true;
+  REQUIRE(f.Reaches(a.id, State::kRunning));
+  REQUIRE(f.Reaches(b.id, State::kRunning));
+  CHECK(f.hv.CallsForTest("Start") == 2);
+}
+
+TEST_CASE("service: a PATCH during a boot is not overwritten by it", "[service]") {
+  Fixture f;
+  f.agent_up = false;
+  auto ws = f.Create("patchy");
+  REQUIRE(WaitFor([&] { return f.hv.CallsForTest("Start") == 1; }));
+  REQUIRE(f.service->Patch(f.tenant, "patchy", {{"labels", {{"k", "v"}}}}).has_value());
+  f.agent_up = true;
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  CHECK(f.store->GetWorkspaceById(ws.id)->labels["k"] == "v");
+}
+
+TEST_CASE("service: a delete during a boot wins", "[service]") {
+  Fixture f;
+  f.agent_up = false;
+  auto ws = f.Create("doomed");
+  REQUIRE(WaitFor([&] { return f.hv.CallsForTest("Start") == 1; }));
+  REQUIRE(f.service->Delete(f.tenant, "doomed").has_value());
+  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(ws.id).has_value(); }));
+  CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
+}
+
+TEST_CASE("service: idle stop, and what keeps a workspace awake", "[service][idle]") {
+  Fixture f;
+  auto ws = f.Create("idle", [](CreateRequest& r) { r.idle_timeout_s = 600; });
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+
+  SECTION("nothing happens: the idle action runs after idle_timeout") {
+    f.now += 599;
+    f.service->IdleTickForTest();
+    CHECK(f.StateOf(ws.id) == State::kRunning);
+    auto awake = f.service->Awake(ws.id);
+    CHECK(awake.reasons.empty());
+    REQUIRE(awake.idle_at.has_value());
+    f.now += 2;
+    f.service->IdleTickForTest();
+    REQUIRE(f.Reaches(ws.id, State::kStopped));
+    CHECK(f.HasEvent(ws.id, "stopped_by_idle"));
+  }
+  SECTION("an open stream keeps it awake, and counts until it closes") {
+    {
+      auto guard = f.service->OpenStream(ws.id, "exec");
+      f.now += 10'000;
+      f.service->IdleTickForTest();
+      CHECK(f.StateOf(ws.id) == State::kRunning);
+      auto awake = f.service->Awake(ws.id);
+      REQUIRE(awake.reasons.size() == 1);
+      CHECK(awake.reasons[0] == "exec stream open");
+    }
+    f.now += 300;
+    f.service->IdleTickForTest();
+    CHECK(f.StateOf(ws.id) == State::kRunning);  // closed 300 s ago: 300 s left
+    f.now += 301;
+    f.service->IdleTickForTest();
+    REQUIRE(f.Reaches(ws.id, State::kStopped));
+  }
+  SECTION("guest processes, CPU and leases keep it awake") {
+    {
+      std::lock_guard lock(f.activity_mutex);
+      f.activity = {{"running_processes", 2},
+                    {"cpu", {{"percent", 80.0}, {"busy_threshold_percent", 25}}},
+                    {"leases", {{{"reason", "make test"}}}}};
+    }
+    f.now += 10'000;
+    f.service->IdleTickForTest();
+    CHECK(f.StateOf(ws.id) == State::kRunning);
+    auto reasons = f.service->Awake(ws.id).reasons;
+    std::vector<std::string> expected = {"2 processes started through the API", "guest CPU at 80%",
+                                         "keep-awake lease: make test"};
+    CHECK(reasons == expected);
+  }
+  SECTION("a hostile activity answer is ignored, not trusted") {
+    {
+      std::lock_guard lock(f.activity_mutex);
+      f.activity = {{"running_processes", "lots"}, {"cpu", 7}, {"leases", "all of them"}};
+    }
+    f.now += 601;
+    f.service->IdleTickForTest();
+    REQUIRE(f.Reaches(ws.id, State::kStopped));
+  }
+  SECTION("idle_action hibernate") {
+    REQUIRE(f.service->Patch(f.tenant, "idle", {{"idle_action", "hibernate"}}).has_value());
+    f.now += 601;
+    f.service->IdleTickForTest();
+    REQUIRE(f.Reaches(ws.id, State::kHibernated));
+    CHECK(f.HasEvent(ws.id, "hibernated_by_idle"));
+  }
+}
+
+TEST_CASE("service: max_runtime stops a busy workspace", "[service][idle]") {
+  Fixture f;
+  auto ws = f.Create("bounded", [](CreateRequest& r) { r.max_runtime_s = 3600; });
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  auto guard = f.service->OpenStream(ws.id, "tunnel");
+  f.now += 3601;
+  f.service->IdleTickForTest();
+  REQUIRE(f.Reaches(ws.id, State::kStopped));
+  CHECK(f.HasEvent(ws.id, "max_runtime"));
+}
+
+TEST_CASE("service: the guest powering off or crashing updates the state", "[service]") {
+  Fixture f;
+  auto a = f.Create("poweroff");
+  auto b = f.Create("crash");
+  REQUIRE(f.Reaches(a.id, State::kRunning));
+  REQUIRE(f.Reaches(b.id, State::kRunning));
+  f.hv.StopFromGuestForTest(a.DomainName(), false);
+  f.hv.StopFromGuestForTest(b.DomainName(), true);
+  REQUIRE(f.Reaches(a.id, State::kStopped));
+  REQUIRE(f.Reaches(b.id, State::kError));
+  CHECK(f.HasEvent(a.id, "shutdown_by_guest"));
+  CHECK(f.HasEvent(b.id, "crashed"));
+}
+
+TEST_CASE("service: reconciliation ends every state a crash can leave in a defined one", "[service][reconcile]") {
+  Fixture f;
+  // Workspaces as a killed berthd could leave them: the record says one thing, the
+  // hypervisor another.
+  auto make = [&](const std::string& name, State stored, std::optional<DomainState> domain) {
+    auto ws = f.Create(name);
+    REQUIRE(f.Reaches(ws.id, State::kRunning));
+    f.service->WaitIdleForTest();
+    auto n = ws.DomainName();
+    if (!domain) {
+      REQUIRE(f.hv.Destroy(n).has_value());
+      REQUIRE(f.hv.Undefine(n).has_value());
+    } else if (*domain == DomainState::kShutoff) {
+      REQUIRE(f.hv.Destroy(n).has_value());
+    } else if (*domain == DomainState::kSaved) {
+      REQUIRE(f.hv.Save(n).has_value());
+    }
+    auto rec = *f.store->GetWorkspaceById(ws.id);
+    rec.state = stored;
+    REQUIRE(f.store->UpdateWorkspace(rec).has_value());
+    return ws.id;
+  };
+  auto running_gone = make("running-gone", State::kRunning, DomainState::kShutoff);
+  auto running_saved = make("running-saved", State::kRunning, DomainState::kSaved);
+  auto hib_done = make("hib-done", State::kHibernating, DomainState::kSaved);
+  auto hib_cut = make("hib-cut", State::kHibernating, DomainState::kRunning);
+  auto hib_lost = make("hib-lost", State::kHibernating, DomainState::kShutoff);
+  auto stopping = make("stopping", State::kStopping, DomainState::kRunning);
+  auto starting = make("starting", State::kStarting, DomainState::kRunning);
+  auto starting_off = make("starting-off", State::kStarting, DomainState::kShutoff);
+  auto creating = make("creating", State::kCreating, std::nullopt);
+  auto deleting = make("deleting", State::kDeleting, DomainState::kRunning);
+  auto adopted = make("adopted", State::kStopped, DomainState::kRunning);
+  auto hib_no_save = make("hib-no-save", State::kHibernated, DomainState::kShutoff);
+  // A domain of ours with no record (its directory is under our data dir), and one that is not
+  // ours.
+  hypervisor::DomainSpec orphan;
+  orphan.name = "berth-ws_00000000000000aa";
+  orphan.uuid = "00000000-0000-4000-8000-0000000000aa";
+  REQUIRE(f.hv.Define(orphan).has_value());
+  REQUIRE(f.hv.Start(orphan.name).has_value());
+  fs::create_directories(f.dir.path() / "workspaces/ws_00000000000000aa");
+  std::ofstream(f.dir.path() / "workspaces/ws_00000000000000aa/data.qcow2") << "keep me";
+  hypervisor::DomainSpec foreign = orphan;
+  foreign.name = "berth-ws_00000000000000bb";
+  foreign.uuid = "00000000-0000-4000-8000-0000000000bb";
+  REQUIRE(f.hv.Define(foreign).has_value());
+  REQUIRE(f.hv.Start(foreign.name).has_value());
+
+  f.service->ReconcileForTest();
+  f.service->WaitIdleForTest();
+
+  CHECK(f.StateOf(running_gone) == State::kStopped);
+  CHECK(f.StateOf(running_saved) == State::kHibernated);
+  CHECK(f.StateOf(hib_done) == State::kHibernated);
+  CHECK(f.StateOf(hib_cut) == State::kHibernated);
+  CHECK(f.StateOf(hib_lost) == State::kStopped);
+  CHECK(f.StateOf(stopping) == State::kStopped);
+  CHECK(f.StateOf(starting) == State::kRunning);
+  CHECK(f.StateOf(starting_off) == State::kRunning);
+  CHECK(f.StateOf(creating) == State::kRunning);
+  CHECK_FALSE(f.store->GetWorkspaceById(deleting).has_value());
+  CHECK(f.StateOf(adopted) == State::kRunning);
+  CHECK(f.StateOf(hib_no_save) == State::kStopped);
+  CHECK(f.HasEvent(running_gone, "reconciled"));
+  CHECK(f.hv.State(orphan.name) == DomainState::kMissing);
+  CHECK(fs::exists(f.dir.path() / "workspaces/ws_00000000000000aa/data.qcow2"));  // disks kept
+  CHECK(f.hv.State(foreign.name) == DomainState::kRunning);
+  // Every disk of every workspace that still exists is still there.
+  for (const auto& id : {running_gone, hib_lost, stopping, adopted, creating}) {
+    CHECK(fs::exists(Layout(f.dir.path(), id).data_disk()));
+  }
+}
+
+}  // namespace
+}  // namespace berth::workspace
