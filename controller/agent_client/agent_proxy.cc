@@ -112,9 +112,10 @@ http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::st
 
   // --- the request header -------------------------------------------------------------------
   const auto& in = ex.request();
-  bool upgrade = ex.IsWebSocketUpgrade() ||
-                 (beast::iequals(ex.header(bhttp::field::connection), "upgrade") &&
-                  !ex.header(bhttp::field::upgrade).empty());
+  bool upgrade = false;
+  for (auto token : bhttp::token_list(ex.header(bhttp::field::connection))) {
+    if (beast::iequals(token, "upgrade")) upgrade = !ex.header(bhttp::field::upgrade).empty();
+  }
   bhttp::request<bhttp::empty_body> req{in.method(), target, 11};
   for (const auto& f : in) {
     if (HopByHop(f.name(), f.name_string())) continue;

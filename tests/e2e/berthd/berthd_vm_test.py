@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""End to end: the real berthd binary drives real VMs (KVM when it works, TCG otherwise)
+booted from the base image, through its HTTP API.
+
+One run, sharing VMs between checks where that is honest (a TCG boot costs a minute):
+  - two workspaces are created at once and berthd is SIGKILLed during the creates; a new
+    berthd reconciles both to running, with no orphan VM or disk
+  - exec; a file written in /workspace; a package installed with apt from the Debian mirror
+  - from inside the guest berthd's port does not answer (the guest cannot reach the host's
+    loopback) while the public mirror does
+  - hibernate with a background process running; start resumes the same process
+  - stop, SIGKILL of berthd during the stop, a new berthd finishes it; start: the file and the
+    package are still there
+  - an idle workspace stops itself; an exec wakes it
+  - another tenant sees none of it
+  - delete removes the domains and the disks
+
+Needs root, libvirt and the base image (images/build base). Exit 0 PASS, 1 FAIL, 77 SKIP.
+"""
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
+from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
+                            accel, check, log, our_domains, virsh)
+
+T = "e2e_berthd_vms"
+
+
+def main():
+    if os.geteuid() != 0:
+        print(f"SKIP {T}: needs root")
+        return 77
+    for binary in (BERTHD, AGENT):
+        if not os.access(binary, os.X_OK):
+            print(f"FAIL {T}: {binary} is missing (build first)")
+            return 1
+    t_start = time.monotonic()
+    log("libvirt and the base image (a no-op when up to date)")
+    subprocess.run([f"{REPO}/images/lib/ensure-libvirt"], check=True)
+    subprocess.run([f"{REPO}/images/build", "base", "--data", IMAGES_DATA, "--agent", AGENT], check=True)
+
+    data = tempfile.mkdtemp(prefix="berthd-e2e-", dir="/var/lib")
+    os.chmod(data, 0o711)
+    config = os.path.join(data, "config.json")
+    with open(config, "w") as f:
+        json.dump({"listen": "127.0.0.1:0", "data_dir": data,
+                   "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
+                   "idle_poll_ms": 1000, "stop_grace_s": 30}, f)
+    berthd = Berthd(data, config)
+    ids = []
+    api = None
+    figures = {}
+    try:
+        url = berthd.start()
+        key = open(os.path.join(data, "admin.key")).read().strip()
+        api = Api(url, key)
+        log(f"berthd at {url} ({accel()} guests)")
+
+        # --- two creates at once; berthd killed in the middle -------------------------------
+        a = api.ok("POST", "/v1/workspaces", {"name": "e2e-a", "size": "small", "disk_gib": 4},
+                   )["id"]
+        b = api.ok("POST", "/v1/workspaces", {"name": "e2e-b", "size": "small", "disk_gib": 2},
+                   )["id"]
+        ids += [a, b]
+        time.sleep(3)  # into disk creation and the first boot
+        log("SIGKILL berthd during the creates")
+        berthd.kill9()
+        url = berthd.start()
+        api = Api(url, key)
+        for ws in (a, b):
+            answer, secs = api.wait(ws, "running")
+            log(f"{answer['name']} running {secs:.0f} s after the restart")
+        figures["create_to_ready_after_kill_s"] = round(time.monotonic() - t_start, 1)
+        check(our_domains(ids) == sorted(f"berth-{i}" for i in ids),
+              f"domains after reconcile: {our_domains(ids)}")
+        check(sorted(os.listdir(os.path.join(data, "workspaces"))) == sorted(ids),
+              f"workspace dirs: {os.listdir(os.path.join(data, 'workspaces'))}")
+        host = api.exec(b, "hostname")
+        check(host["stdout"].strip() == "e2e-b", f"hostname of b: {host}")
+        api.ok("DELETE", f"/v1/workspaces/{b}")
+
+        # --- exec, a file, a package, the network -----------------------------------------
+        nonce = secrets.token_hex(8)
+        r = api.exec(a, f"echo {nonce} > /workspace/note && sync && id -un")
+        check(r["exit_code"] == 0 and r["stdout"].strip() == "agent", f"write note: {r}")
+        log("apt-get install jq (from the Debian mirror, through passt)")
+        r = api.exec(a, "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive "
+                        "apt-get install -y -q jq >/dev/null && jq --version && sync",
+                     user="root", timeout_s=900)
+        check(r["exit_code"] == 0 and r["stdout"].startswith("jq-"), f"apt-get install jq: {r}")
+        port = url.rsplit(":", 1)[1]
+        probe = ("gw=$(ip route | awk '/^default/ {print $3; exit}'); "
+                 f"for h in $gw 10.0.2.2 127.0.0.1; do "
+                 f"  if curl -s -m 5 -o /dev/null http://$h:{port}/v1/health; then echo reached $h; fi; "
+                 "done; "
+                 "curl -s -m 30 -o /dev/null -w 'mirror %{http_code}\\n' http://deb.debian.org/debian/dists/bookworm/Release")
+        r = api.exec(a, probe, timeout_s=120)
+        check("reached" not in r["stdout"], f"the guest reached berthd's port: {r['stdout']}")
+        check("mirror 200" in r["stdout"], f"the guest could not reach the mirror: {r}")
+        log("guest: berthd's port unreachable, mirror reachable")
+
+        # --- hibernate with a background process ------------------------------------------
+        bg = api.ok("POST", f"/v1/workspaces/{a}/exec",
+                    {"cmd": "i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 1; done",
+                     "background": True, "tag": "counter"})
+        time.sleep(3)
+        t0 = time.monotonic()
+        api.ok("POST", f"/v1/workspaces/{a}/hibernate")
+        api.wait(a, "hibernated", 600)
+        figures["hibernate_s"] = round(time.monotonic() - t0, 1)
+        t0 = time.monotonic()
+        api.ok("POST", f"/v1/workspaces/{a}/start")
+        api.wait(a, "running", 600)
+        figures["resume_s"] = round(time.monotonic() - t0, 1)
+        proc = api.ok("GET", f"/v1/workspaces/{a}/processes/counter")
+        check(proc["pid"] == bg["pid"] and proc["status"] == "running", f"after resume: {proc}")
+        c1 = int(api.exec(a, "cat /tmp/counter")["stdout"])
+        time.sleep(2.5)
+        c2 = int(api.exec(a, "cat /tmp/counter")["stdout"])
+        check(c2 > c1, f"the background process does not count on: {c1} then {c2}")
+        log(f"hibernate {figures['hibernate_s']} s, resume {figures['resume_s']} s; process {bg['pid']} went on")
+
+        # --- stop; berthd killed during it; start: file and package still there -----------
+        api.ok("POST", f"/v1/workspaces/{a}/stop")
+        time.sleep(1)
+        log("SIGKILL berthd during the stop")
+        berthd.kill9()
+        url = berthd.start()
+        api = Api(url, key)
+        api.wait(a, "stopped", 300)
+        check(virsh("domstate", f"berth-{a}").stdout.strip() == "shut off", "the VM still runs")
+        t0 = time.monotonic()
+        api.ok("POST", f"/v1/workspaces/{a}/start")
+        api.wait(a, "running")
+        figures["cold_start_s"] = round(time.monotonic() - t0, 1)
+        r = api.exec(a, "cat /workspace/note; jq --version")
+        check(r["stdout"].split() == [nonce, r["stdout"].split()[1]] and "jq-" in r["stdout"],
+              f"after stop/start: {r}")
+        log(f"cold start {figures['cold_start_s']} s; note and jq survived")
+
+        # --- idle stop, wake on exec --------------------------------------------------------
+        api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 15})
+        deadline = time.monotonic() + 240
+        while api.ok("GET", f"/v1/workspaces/{a}")["state"] != "stopped":
+            check(time.monotonic() < deadline, "the idle workspace did not stop")
+            time.sleep(2)
+        check("stopped_by_idle" in api.events(a), f"events: {api.events(a)}")
+        r = api.exec(a, "cat /workspace/note")
+        check(r["stdout"].strip() == nonce, f"after the wake: {r}")
+        check("woken" in api.events(a), f"events: {api.events(a)}")
+        log("idle stop, then an exec woke it")
+        api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 3600})
+
+        # --- the agent token stays secret; SIGTERM leaves the VMs running -------------------
+        token = open(os.path.join(data, "workspaces", a, "token")).read().strip()
+        check(len(token) == 64, "the agent token is not 256 bits of hex")
+        check((os.stat(os.path.join(data, "workspaces", a, "token")).st_mode & 0o077) == 0,
+              "the token file is readable by others")
+        check(token not in open(os.path.join(data, "berthd.log")).read(), "the token is in the log")
+        check(token not in json.dumps(api.ok("GET", f"/v1/workspaces/{a}")), "the token is in the API")
+        qemu_args = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        check(token not in qemu_args, "the token is on a command line")
+        berthd.stop()
+        check(berthd.proc.returncode == 0, f"berthd exited {berthd.proc.returncode} on SIGTERM")
+        check(virsh("domstate", f"berth-{a}").stdout.strip() == "running", "SIGTERM stopped the VM")
+        url = berthd.start()
+        api = Api(url, key)
+        check(api.ok("GET", f"/v1/workspaces/{a}")["state"] == "running", "not running after restart")
+        check(api.exec(a, "cat /workspace/note")["stdout"].strip() == nonce, "exec after restart")
+        log("token secret; SIGTERM left the VM running and a new berthd took it over")
+
+        # --- another tenant sees nothing ----------------------------------------------------
+        api.ok("POST", "/v1/tenants", {"name": "e2e-other"})
+        other = Api(url, api.ok("POST", "/v1/keys", {"tenant": "e2e-other", "scope": "write"})["key"])
+        for method, path in (("GET", f"/v1/workspaces/{a}"), ("GET", "/v1/workspaces/e2e-a"),
+                             ("POST", f"/v1/workspaces/{a}/exec")):
+            status, _ = other.call(method, path, {"cmd": "true"} if method == "POST" else None)
+            check(status == 404, f"other tenant: {method} {path} -> {status}")
+        check(other.ok("GET", "/v1/workspaces")["workspaces"] == [], "other tenant lists workspaces")
+
+        # --- delete -------------------------------------------------------------------------
+        api.ok("DELETE", f"/v1/workspaces/{a}")
+        deadline = time.monotonic() + 180
+        while any(api.call("GET", f"/v1/workspaces/{i}")[0] != 404 for i in ids):
+            check(time.monotonic() < deadline, "delete did not finish")
+            time.sleep(1)
+        check(our_domains(ids) == [], f"domains left: {our_domains(ids)}")
+        check(os.listdir(os.path.join(data, "workspaces")) == [], "workspace files left")
+        usage = api.ok("GET", "/v1/usage")
+        check(usage["total"]["seconds"] > 0, f"usage: {usage}")
+        log(f"figures: {json.dumps(figures)}")
+        print(f"PASS {T} in {time.monotonic() - t_start:.0f} s")
+        return 0
+    except (Failure, OSError, subprocess.CalledProcessError, KeyError, ValueError) as e:
+        print(f"FAIL {T}: {e}")
+        try:
+            print("---- berthd log tail ----")
+            print("".join(open(os.path.join(data, "berthd.log")).readlines()[-40:]))
+            for i in ids:
+                console = os.path.join(data, "workspaces", i, "console.log")
+                if os.path.exists(console):
+                    print(f"---- {i} console tail ----")
+                    print("".join(open(console, errors="replace").readlines()[-25:]))
+        except OSError:
+            pass
+        return 1
+    finally:
+        berthd.stop()
+        for i in ids:
+            virsh("destroy", f"berth-{i}")
+            virsh("undefine", f"berth-{i}", "--managed-save", "--nvram")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
