@@ -342,6 +342,36 @@ TEST_CASE("berthd: an idle workspace stops itself and a request wakes it", "[ber
   CHECK(State(api, id) == "running");
 }
 
+TEST_CASE("berthd: events can be followed live", "[berthd]") {
+  auto api = Berthd().Admin();
+  auto ws = Create(api, {{"name", "followed"}});
+  std::string id = ws["id"];
+  std::vector<std::string> seen;
+  std::mutex mutex;
+  std::thread follower([&] {
+    auto follow = Berthd().Admin();
+    client::NdjsonSplitter lines([&](const json& line) -> Status {
+      std::lock_guard lock(mutex);
+      seen.push_back(line.value("type", ""));
+      if (seen.back() == "stopped") return Fail(ErrorCode::kAlreadyExists, "seen enough");
+      return {};
+    });
+    (void)follow.Stream(verb::get, "/v1/workspaces/" + id + "/events?follow=1", {}, nullptr,
+                        std::nullopt, [&](std::string_view data) { return lines.Feed(data); });
+  });
+  // The backlog first (created ... started), then what happens from now on.
+  REQUIRE(WaitFor([&] {
+    std::lock_guard lock(mutex);
+    return std::find(seen.begin(), seen.end(), "started") != seen.end();
+  }));
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/" + id + "/stop", json::object()).has_value());
+  follower.join();
+  std::lock_guard lock(mutex);
+  CHECK(seen.front() == "created");
+  CHECK(std::find(seen.begin(), seen.end(), "stopping") != seen.end());
+  CHECK(seen.back() == "stopped");
+}
+
 TEST_CASE("berthd: a restarted berthd reconciles and keeps every workspace", "[berthd][restart]") {
   TestBerthd d;
   auto api = d.Admin();
