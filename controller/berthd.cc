@@ -17,6 +17,7 @@
 #include "controller/hypervisor/libvirt_hypervisor.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
+#include "mcp/mcp_http.h"
 
 namespace berth {
 
@@ -134,7 +135,17 @@ Status Daemon::Start() {
   if (auto s = service_->Run(); !s) return s;
 
   pool_ = std::make_unique<boost::asio::thread_pool>(16);
+  mcp_pool_ = std::make_unique<boost::asio::thread_pool>(8);
+  mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_);
   api::ApiOptions aopt;
+  // MCP over streamable HTTP; the handler checks the API key itself (GET /v1/me at initialize)
+  // and calls berthd's own API with it, so a key sees the same through MCP as through the API.
+  aopt.extra_routes = [this](http::Router& router) {
+    http::Handler handler = [this](http::Exchange& ex) { return mcp::ServeMcpHttp(ex, *mcp_); };
+    router.Add(http::bhttp::verb::post, "/mcp", handler);
+    router.Add(http::bhttp::verb::get, "/mcp", handler);
+    router.Add(http::bhttp::verb::delete_, "/mcp", handler);
+  };
   api_ = std::make_unique<api::ApiServer>(io_, *pool_, *store_, *service_, *auth_, aopt);
   auto listen = Endpoint::Parse(config_.listen.find(':') != std::string::npos &&
                                         !config_.listen.starts_with("tcp:") &&
@@ -145,6 +156,7 @@ Status Daemon::Start() {
   auto bound = api_->Listen(*listen);
   if (!bound) return Fail(bound.error());
   endpoint_ = *bound;
+  if (auto s = mcp_->SetApiUrl(url()); !s) return s;
   for (int i = 0; i < std::max(1, config_.io_threads); ++i) {
     io_threads_.emplace_back([this] {
       auto guard = boost::asio::make_work_guard(io_);
@@ -163,6 +175,7 @@ void Daemon::Stop() {
   io_.stop();
   for (auto& t : io_threads_) t.join();
   io_threads_.clear();
+  if (mcp_pool_) mcp_pool_->join();
   if (pool_) pool_->join();
 }
 

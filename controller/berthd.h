@@ -21,6 +21,7 @@ namespace store { class Store; }
 namespace hypervisor { class Hypervisor; }
 namespace workspace { class WorkspaceService; }
 namespace api { class ApiServer; class Authenticator; }
+namespace mcp { class McpHttpContext; }
 
 struct Config {
   std::string listen = "127.0.0.1:8420";  // loopback by default: put a TLS proxy in front
@@ -73,6 +74,10 @@ class Daemon {
   std::unique_ptr<api::Authenticator> auth_;
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::thread_pool> pool_;
+  // MCP tool calls block a thread for as long as they run and call back into berthd's own API
+  // over loopback: they get their own pool, or enough of them would starve pool_ and deadlock.
+  std::unique_ptr<boost::asio::thread_pool> mcp_pool_;
+  std::unique_ptr<mcp::McpHttpContext> mcp_;
   std::unique_ptr<api::ApiServer> api_;
   std::vector<std::thread> io_threads_;
   Endpoint endpoint_;

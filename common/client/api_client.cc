@@ -89,8 +89,13 @@ Error ApiClient::ErrorFrom(const Response& response) {
   auto body = nlohmann::json::parse(response.body, nullptr, false);
   if (body.is_object() && body.contains("error") && body["error"].is_object()) {
     const auto& e = body["error"];
-    std::string code = e.value("code", "");
-    std::string message = e.value("message", "");
+    // Not value(): a peer's "code" may be a number (JSON-RPC errors), and value() would throw.
+    auto text = [&](const char* key) {
+      auto it = e.find(key);
+      return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    std::string code = text("code");
+    std::string message = text("message");
     auto parsed = ErrorCodeFromName(code);
     return Error{parsed.value_or(ErrorCodeForHttpStatus(response.status)), message};
   }

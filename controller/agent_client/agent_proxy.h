@@ -11,6 +11,10 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <map>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "common/http/server.h"
@@ -31,10 +35,46 @@ struct ProxyOptions {
   uint32_t max_response_header = 64 * 1024;
 };
 
+// Idle keep-alive connections to agents, so a short request (an exec, a stat) does not pay a
+// new connection (through passt into a guest, that is a handshake with a TCG guest). Holds
+// raw descriptors, not Asio objects, so a connection can be picked up on any strand. Thread
+// safe.
+class AgentConnectionPool {
+ public:
+  // Connections idle longer than this are closed, not reused: well under the agent's own
+  // keep-alive timeout (120 s), so a reused one is never half-closed by the agent under us.
+  static constexpr std::chrono::seconds kMaxIdle{30};
+  static constexpr size_t kMaxPerAgent = 8;
+
+  AgentConnectionPool() = default;
+  ~AgentConnectionPool();
+  AgentConnectionPool(const AgentConnectionPool&) = delete;
+  AgentConnectionPool& operator=(const AgentConnectionPool&) = delete;
+
+  // An idle connection to the agent at `key`, or -1.
+  int Take(const std::string& key);
+  // Gives a connection back (its response was read to the end, nothing is buffered).
+  void Put(const std::string& key, int fd);
+  size_t IdleForTest();
+
+ private:
+  struct Idle {
+    int fd;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::mutex mutex_;
+  std::map<std::string, std::vector<Idle>> idle_;
+};
+
 // Forwards `ex` to the agent as `target` (the agent's path and query, already encoded).
 // Answers the client in every case (a 503 when the agent cannot be reached). Call on the
 // connection's strand (from its handler).
+// `body`, when given, replaces the request body (the caller has read and rewritten it).
+// With a `pool`, requests whose body is small enough to buffer (so they can be sent again
+// when a pooled connection turns out to be closed) reuse idle connections.
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
-                              const ProxyOptions& options = {});
+                              const ProxyOptions& options = {},
+                              AgentConnectionPool* pool = nullptr,
+                              std::optional<std::string> body = std::nullopt);
 
 }  // namespace berth::agent_client

@@ -33,6 +33,10 @@ std::string AgentTarget(std::string_view raw) {
 http::Task<Result<agent_client::AgentLink>> EnsureRunning(ApiContext& ctx, const Workspace& found) {
   std::string id = found.id;
   std::string tenant = found.tenant_id;
+  // The common case costs no blocking call: running, and its agent already known.
+  if (found.state == State::kRunning && ctx.service.CachedState(id) == State::kRunning) {
+    if (auto link = ctx.service.CachedLink(id)) co_return *link;
+  }
   auto deadline = std::chrono::steady_clock::now() + ctx.options.wake_timeout;
   bool woke = false;
   for (;;) {
@@ -96,10 +100,26 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
     co_await ex.SendError(link.error());
     co_return;
   }
+  // The workspace's env under each exec's own (the request's variables win).
+  std::optional<std::string> body;
+  if (kind == "exec" && ex.method() == verb::post && !ws->env.empty()) {
+    auto request = co_await ex.ReadJson();
+    if (!request) {
+      co_await ex.SendError(request.error());
+      co_return;
+    }
+    if (request->is_object()) {
+      nlohmann::json env = ws->env;
+      if (auto it = request->find("env"); it != request->end() && it->is_object()) env.update(*it);
+      (*request)["env"] = env;
+    }
+    body = request->dump();
+  }
   // Open for as long as the request lasts: a long exec, a PTY, a tunnel, a download.
   auto guard = ctx.service.OpenStream(ws->id, kind);
   std::string target = AgentTarget(ex.target());
-  co_await agent_client::ProxyToAgent(ex, *link, std::move(target), ctx.options.proxy);
+  co_await agent_client::ProxyToAgent(ex, *link, std::move(target), ctx.options.proxy,
+                                      &ctx.agent_connections, std::move(body));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ http::Task<bool> Require(http::Exchange& ex, Scope needed) {
 ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool,
                      store::Store& store, workspace::WorkspaceService& service,
                      Authenticator& auth, ApiOptions options)
-    : options_(std::move(options)), ctx_{pool, store, service, auth, options_} {
+    : options_(std::move(options)), ctx_{pool, store, service, auth, options_, agent_connections_} {
   router_.Add(verb::get, "/v1/health", [](http::Exchange& ex) -> http::Task<void> {
     nlohmann::json body = {{"status", "ok"}, {"version", BERTH_VERSION}};
     co_await ex.SendJson(status::ok, body);
@@ -52,7 +52,9 @@ void ApiServer::Stop() {
 }
 
 http::Task<void> ApiServer::Handle(http::Exchange& ex) {
-  bool open = ex.method() == verb::get && ex.path() == "/v1/health";
+  // /mcp checks the key itself and answers MCP clients in their terms (401 with
+  // WWW-Authenticate, JSON-RPC errors).
+  bool open = (ex.method() == verb::get && ex.path() == "/v1/health") || ex.path() == "/mcp";
   if (!open) {
     std::string authorization(ex.header(http::bhttp::field::authorization));
     // By-reference captures only: the closure is trivially destructible (g++ 12, see

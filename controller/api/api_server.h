@@ -37,6 +37,8 @@ struct ApiContext {
   workspace::WorkspaceService& service;
   Authenticator& auth;
   const ApiOptions& options;
+  // Keep-alive connections to agents, shared by every proxied request.
+  agent_client::AgentConnectionPool& agent_connections;
 
   // Runs a blocking call on the pool and resumes on the caller's executor.
   template <class F>
@@ -69,6 +71,7 @@ class ApiServer {
   http::Task<void> Handle(http::Exchange& ex);
 
   ApiOptions options_;
+  agent_client::AgentConnectionPool agent_connections_;
   ApiContext ctx_;
   http::Router router_;
   std::unique_ptr<http::Server> server_;

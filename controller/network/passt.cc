@@ -54,6 +54,10 @@ Result<pid_t> StartPasst(const PasstOptions& options) {
   pid_t child = fork();
   if (child < 0) return Fail(ErrnoError(errno, "fork passt"));
   if (child == 0) {
+    // Not berthd's signal mask (SIGTERM blocked for sigwait): passt must stay killable.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     // passt prints QEMU usage hints on stdout; its log file says what matters.
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {

@@ -470,6 +470,13 @@ Result<agent_client::AgentLink> WorkspaceService::LinkFor(const Workspace& ws) {
   return agent_client::AgentLink{*endpoint, token};
 }
 
+std::optional<agent_client::AgentLink> WorkspaceService::CachedLink(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto it = runtimes_.find(id);
+  if (it == runtimes_.end() || it->second->state != State::kRunning) return std::nullopt;
+  return it->second->link;
+}
+
 void WorkspaceService::NoteActivity(const std::string& id) {
   auto now = Now();
   std::lock_guard lock(mutex_);

@@ -112,6 +112,8 @@ class WorkspaceService {
   std::optional<State> CachedState(const std::string& id);
   // The agent of a running workspace.
   Result<agent_client::AgentLink> Link(const std::string& id);
+  // The agent link of a running workspace if it is already known (no file or store access).
+  std::optional<agent_client::AgentLink> CachedLink(const std::string& id);
   // API traffic to the workspace (counts as activity).
   void NoteActivity(const std::string& id);
   // An open stream (exec, tunnel, ...) keeps the workspace awake until the guard goes.

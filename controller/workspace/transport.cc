@@ -161,6 +161,11 @@ class HostAgentTransport : public Transport {
     pid_t pid = fork();
     if (pid < 0) return Fail(ErrnoError(errno, "fork berth-agent"));
     if (pid == 0) {
+      // berthd blocks SIGTERM and SIGINT in every thread (it takes them with sigwait): a
+      // child must not inherit that mask, or it could never be stopped politely.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       setsid();
       int null = open("/dev/null", O_RDONLY);
       int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);

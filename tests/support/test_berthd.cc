@@ -1,5 +1,7 @@
 #include "tests/support/test_berthd.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -52,7 +54,22 @@ TestBerthd::TestBerthd(const std::function<void(Config&)>& customize) : dir_("be
   std::getline(in, admin_key_);
 }
 
-TestBerthd::~TestBerthd() { daemon_.reset(); }
+TestBerthd::~TestBerthd() {
+  daemon_.reset();
+  // berthd leaves workspaces running when it stops (VMs outlive it); here they are host
+  // agents, which must not outlive the test. Only processes that name our directory.
+  std::string marker = dir_.path().string();
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(marker) != std::string::npos && cmdline.find("berth-agent") != std::string::npos) {
+      kill(std::stoi(pid), SIGKILL);
+      waitpid(std::stoi(pid), nullptr, 0);
+    }
+  }
+}
 
 void TestBerthd::Restart() {
   daemon_.reset();

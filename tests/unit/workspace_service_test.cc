@@ -242,6 +242,19 @@ TEST_CASE("service: a delete during a boot wins", "[service]") {
   CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
 }
 
+TEST_CASE("service: a delete during a stop wins", "[service]") {
+  Fixture f;
+  auto ws = f.Create("stop-then-delete");
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  f.hv.SetAcpiWorksForTest(false);  // the stop waits out its grace period
+  REQUIRE(f.service->Stop(f.tenant, ws.id, false).has_value());
+  auto deleting = f.service->Delete(f.tenant, ws.id);
+  REQUIRE(deleting.has_value());
+  CHECK(deleting->state == State::kDeleting);
+  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(ws.id).has_value(); }));
+  CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
+}
+
 TEST_CASE("service: idle stop, and what keeps a workspace awake", "[service][idle]") {
   Fixture f;
   auto ws = f.Create("idle", [](CreateRequest& r) { r.idle_timeout_s = 600; });

@@ -1,0 +1,130 @@
+// What a tool is, what it gets (ToolContext) and what it answers (ToolResult). Tools live one
+// group per file (tools_workspace.cc, tools_exec.cc, tools_files.cc, tools_ports.cc); each
+// calls berthd's HTTP API through the common client library, blocking the calling thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/client/api_client.h"
+#include "common/endpoint.h"
+#include "common/error.h"
+
+namespace berth::mcp {
+
+// A tool's answer: text blocks for the model, and the same facts as JSON (structuredContent)
+// for clients that negotiated a protocol revision that has it.
+struct ToolResult {
+  ToolResult() = default;
+  std::vector<std::string> texts;
+  std::optional<nlohmann::json> structured;  // an object
+  bool is_error = false;
+
+  static ToolResult Text(std::string text,
+                         std::optional<nlohmann::json> structured = std::nullopt);
+  static ToolResult Failure(std::string message);
+  // The CallToolResult object. `with_structured`: include structuredContent (2025-06-18 on).
+  nlohmann::json ToJson(bool with_structured) const;
+};
+
+// The berthd the tools talk to and the key they present.
+struct ApiTarget {
+  ApiTarget() = default;
+  ApiTarget(Endpoint e, std::string key) : endpoint(std::move(e)), api_key(std::move(key)) {}
+  Endpoint endpoint;
+  std::string api_key;
+};
+
+// What one MCP session remembers between tool calls. Any thread.
+class SessionState {
+ public:
+  explicit SessionState(std::string default_workspace = {})
+      : default_workspace_(std::move(default_workspace)) {}
+  std::string default_workspace() const;
+  void set_default_workspace(std::string workspace);
+  // Forgets the default when it names the workspace `id` or `name` (it was deleted).
+  void ForgetWorkspace(std::string_view id, std::string_view name);
+
+ private:
+  mutable std::mutex mutex_;
+  std::string default_workspace_;
+};
+
+class ToolContext {
+ public:
+  // How long one read or write to berthd may take. Calls on a stopped workspace wait for it to
+  // boot (tens of seconds under TCG), so this is generous; calls that wait longer on purpose
+  // (exec, workspace_create) ask for their own.
+  static constexpr std::chrono::milliseconds kDefaultIoTimeout{300'000};
+
+  ToolContext(const ApiTarget& target, SessionState& state) : target_(target), state_(state) {}
+
+  client::ApiClient Client(std::chrono::milliseconds io_timeout = kDefaultIoTimeout) const;
+  // The workspace a call is about: args["workspace"] when given, else the session's default.
+  // invalid_argument, saying how to choose one, when there is neither.
+  Result<std::string> Workspace(const nlohmann::json& args) const;
+  SessionState& state() const { return state_; }
+  const ApiTarget& target() const { return target_; }
+
+  // "/v1/workspaces/{ws}" with `ws` percent-encoded: the scope of exec/files/ports calls.
+  static std::string Scope(std::string_view workspace);
+
+ private:
+  const ApiTarget& target_;
+  SessionState& state_;
+};
+
+using ToolFn = std::function<Result<ToolResult>(ToolContext& ctx, const nlohmann::json& args)>;
+
+struct Tool {
+  std::string name;
+  std::string title;
+  std::string description;
+  nlohmann::json input_schema;  // JSON Schema, type "object"
+  // Hints for clients (MCP ToolAnnotations): readOnlyHint, destructiveHint, idempotentHint,
+  // openWorldHint.
+  nlohmann::json annotations = nlohmann::json::object();
+  ToolFn run;
+};
+
+// Every tool, in the order tools/list shows them. Built once; any thread.
+const std::vector<Tool>& AllTools();
+const Tool* FindTool(std::string_view name);
+
+// Checks `args` against the tool's schema, runs the tool and turns every failure (bad
+// arguments, berthd's errors, exceptions) into an isError result with a message a model can
+// act on. Never throws.
+ToolResult CallTool(const Tool& tool, ToolContext& ctx, const nlohmann::json& args);
+
+// A berthd or client error as a model should read it: "not_found: workspace 'x' not found",
+// with a hint on what to do for the codes that have an obvious one.
+std::string DescribeError(const Error& error);
+
+// The groups (one file each).
+std::vector<Tool> WorkspaceTools();
+std::vector<Tool> ExecTools();
+std::vector<Tool> FileTools();
+std::vector<Tool> PortTools();
+
+// Schema building blocks shared by the groups.
+namespace schema {
+nlohmann::json Object(nlohmann::json properties, const std::vector<std::string>& required = {});
+nlohmann::json String(std::string_view description);
+nlohmann::json Integer(std::string_view description, long long minimum, long long maximum);
+nlohmann::json Boolean(std::string_view description);
+// The optional `workspace` argument every workspace-scoped tool takes.
+nlohmann::json WorkspaceArg();
+}  // namespace schema
+
+// Annotation sets.
+nlohmann::json ReadOnly();
+nlohmann::json Mutating(bool destructive, bool idempotent);
+
+}  // namespace berth::mcp

@@ -1,0 +1,355 @@
+// Workspace tools: create, list, get, start, stop, hibernate, delete, and workspace_use (the
+// session's default workspace). Each answers with the workspace as berthd returns it, so the
+// model always sees its state.
+#include <fmt/format.h>
+
+#include "common/http/url.h"
+#include "mcp/tool.h"
+
+namespace berth::mcp {
+namespace {
+
+using http::bhttp::verb;
+using nlohmann::json;
+
+// How long workspace_create/start wait for `running` unless told otherwise. A cold boot is
+// under a minute with KVM and about a minute under TCG; the first boot of an image may build it.
+constexpr int kDefaultWaitSeconds = 300;
+constexpr int kMaxWaitSeconds = 1800;
+// workspace_list pages through berthd's list; this bounds what one answer carries.
+constexpr int kMaxListed = 1000;
+
+std::string Str(const json& ws, const char* key) {
+  auto it = ws.find(key);
+  if (it == ws.end() || it->is_null()) return {};
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+// One line a model can act on: "api-server (ws_…): running; image base, small (1 CPU, …)".
+std::string Summary(const json& ws) {
+  std::string line = fmt::format("{} ({}): {}", Str(ws, "name"), Str(ws, "id"), Str(ws, "state"));
+  if (std::string error = Str(ws, "error"); !error.empty()) line += fmt::format(" ({})", error);
+  line += fmt::format("; image {}, size {} ({} CPU, {} MiB memory, {} GiB disk)", Str(ws, "image"),
+                      Str(ws, "size"), Str(ws, "cpus"), Str(ws, "memory_mib"), Str(ws, "disk_gib"));
+  if (std::string idle = Str(ws, "idle_timeout"); !idle.empty()) {
+    line += fmt::format("; after {} s idle: {}", idle, Str(ws, "idle_action"));
+  }
+  return line;
+}
+
+ToolResult WorkspaceResult(const json& ws, std::string_view note = {}) {
+  std::string text = Summary(ws);
+  if (!note.empty()) text += fmt::format("\n{}", note);
+  text += "\n" + ws.dump(2, ' ', false, json::error_handler_t::replace);
+  return ToolResult::Text(std::move(text), ws);
+}
+
+int WaitSeconds(const json& args) {
+  auto it = args.find("timeout");
+  return it != args.end() && it->is_number() ? it->get<int>() : kDefaultWaitSeconds;
+}
+
+bool Flag(const json& args, const char* key, bool fallback) {
+  auto it = args.find(key);
+  return it != args.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+Result<json> Get(ToolContext& ctx, const std::string& ws) {
+  auto api = ctx.Client();
+  return api.Json(verb::get, ToolContext::Scope(ws));
+}
+
+// POST …/wait until `state`; on failure the error says where the workspace is now.
+Result<json> WaitFor(ToolContext& ctx, const std::string& ws, std::string_view state, int seconds) {
+  // The call itself lasts up to `seconds`: the client must not give up before berthd does.
+  auto api = ctx.Client(std::chrono::seconds(seconds + 60));
+  json body = json::object();
+  body["state"] = std::string(state);
+  body["timeout_s"] = seconds;
+  auto waited = api.Json(verb::post, ToolContext::Scope(ws) + "/wait", body);
+  if (waited) return waited;
+  std::string now;
+  if (auto current = Get(ctx, ws); current) now = fmt::format("; it is now {}", Summary(*current));
+  return Fail(waited.error().code,
+              fmt::format("workspace {} did not reach '{}': {}{}", ws, state,
+                          waited.error().message, now));
+}
+
+json WaitArgs(json properties, std::string_view state, bool wait_default) {
+  properties["wait"] = schema::Boolean(
+      fmt::format("Wait until the workspace is {} before answering (default {}).", state,
+                  wait_default ? "true" : "false"));
+  properties["timeout"] = schema::Integer(
+      fmt::format("Seconds to wait for '{}' (default {}).", state, kDefaultWaitSeconds), 1,
+      kMaxWaitSeconds);
+  return properties;
+}
+
+json StringMap(std::string_view description) {
+  json out = json::object();
+  out["type"] = "object";
+  out["description"] = std::string(description);
+  json values = json::object();
+  values["type"] = "string";
+  out["additionalProperties"] = values;
+  return out;
+}
+
+Result<ToolResult> Create(ToolContext& ctx, const json& args) {
+  json body = json::object();
+  for (const char* key : {"name", "image", "size", "cpus", "memory_mib", "disk_gib",
+                          "idle_timeout", "idle_action", "auto_start", "env", "labels"}) {
+    if (args.contains(key)) body[key] = args[key];
+  }
+  auto api = ctx.Client();
+  auto created = api.Json(verb::post, "/v1/workspaces", body);
+  if (!created) {
+    if (created.error().code == ErrorCode::kAlreadyExists) {
+      return Fail(ErrorCode::kAlreadyExists,
+                  fmt::format("{}; to work in the existing one call workspace_use with "
+                              "workspace '{}'",
+                              created.error().message, Str(args, "name")));
+    }
+    return Fail(created.error());
+  }
+  std::string id = Str(*created, "id");
+  if (id.empty()) return Fail(ErrorCode::kInternal, "berthd answered without a workspace id");
+  ctx.state().set_default_workspace(id);
+  std::string note = fmt::format("It is now this session's default workspace.");
+  if (!Flag(args, "wait", true)) {
+    note += " It boots in the background: workspace_get shows when it is running.";
+    return WorkspaceResult(*created, note);
+  }
+  auto running = WaitFor(ctx, id, "running", WaitSeconds(args));
+  if (!running) return Fail(running.error());
+  note = "It is running and is now this session's default workspace: exec and the file tools "
+         "use it when given no 'workspace'.";
+  return WorkspaceResult(*running, note);
+}
+
+Result<ToolResult> List(ToolContext& ctx, const json& args) {
+  int limit = args.contains("limit") ? args["limit"].get<int>() : 100;
+  std::string filter;
+  if (args.contains("state")) {
+    filter += "&state=" + http::PercentEncode(args["state"].get<std::string>(), false);
+  }
+  if (args.contains("label")) {
+    filter += "&label=" + http::PercentEncode(args["label"].get<std::string>(), false);
+  }
+  auto api = ctx.Client();
+  json all = json::array();
+  std::string after;
+  bool more = false;
+  for (;;) {
+    int page = std::min(limit - static_cast<int>(all.size()), 100);
+    std::string target = fmt::format("/v1/workspaces?limit={}{}", page, filter);
+    if (!after.empty()) target += "&after=" + http::PercentEncode(after, false);
+    auto answer = api.Json(verb::get, target);
+    if (!answer) return Fail(answer.error());
+    if (!answer->contains("workspaces") || !(*answer)["workspaces"].is_array()) {
+      return Fail(ErrorCode::kInternal, "berthd's workspace list has no 'workspaces'");
+    }
+    for (auto& ws : (*answer)["workspaces"]) all.push_back(std::move(ws));
+    after = Str(*answer, "next");
+    more = !after.empty();
+    if (!more || static_cast<int>(all.size()) >= limit) break;
+  }
+  std::string chosen = ctx.state().default_workspace();
+  std::string text;
+  if (all.empty()) {
+    text = "No workspaces" + std::string(filter.empty() ? "" : " match") +
+           ". Create one with workspace_create.\n";
+  } else {
+    text = fmt::format("{} workspace{}{}:\n", all.size(), all.size() == 1 ? "" : "s",
+                       more ? " (more exist: raise 'limit' or filter by 'state'/'label')" : "");
+    for (const auto& ws : all) {
+      bool is_default = !chosen.empty() && (chosen == Str(ws, "id") || chosen == Str(ws, "name"));
+      text += fmt::format("- {}{}\n", Summary(ws), is_default ? " [session default]" : "");
+    }
+  }
+  text += chosen.empty() ? "No default workspace is chosen for this session (workspace_use)."
+                         : fmt::format("Session default workspace: {}", chosen);
+  json structured = json::object();
+  structured["workspaces"] = all;
+  structured["more"] = more;
+  structured["default_workspace"] = chosen.empty() ? json(nullptr) : json(chosen);
+  return ToolResult::Text(std::move(text), structured);
+}
+
+Result<ToolResult> GetTool(ToolContext& ctx, const json& args) {
+  auto ws = ctx.Workspace(args);
+  if (!ws) return Fail(ws.error());
+  auto got = Get(ctx, *ws);
+  if (!got) return Fail(got.error());
+  return WorkspaceResult(*got);
+}
+
+Result<ToolResult> Start(ToolContext& ctx, const json& args) {
+  auto ws = ctx.Workspace(args);
+  if (!ws) return Fail(ws.error());
+  auto api = ctx.Client();
+  auto started = api.Json(verb::post, ToolContext::Scope(*ws) + "/start");
+  if (!started) {
+    // Starting a running workspace is not worth an error for the model.
+    auto current = Get(ctx, *ws);
+    if (current && Str(*current, "state") == "running") {
+      return WorkspaceResult(*current, "It was already running.");
+    }
+    return Fail(started.error());
+  }
+  if (!Flag(args, "wait", true)) return WorkspaceResult(*started, "It is starting.");
+  auto running = WaitFor(ctx, *ws, "running", WaitSeconds(args));
+  if (!running) return Fail(running.error());
+  return WorkspaceResult(*running, "It is running.");
+}
+
+// stop and hibernate: POST the transition, optionally wait for where it lands.
+Result<ToolResult> Transition(ToolContext& ctx, const json& args, std::string_view action,
+                              std::string_view final_state, json body) {
+  auto ws = ctx.Workspace(args);
+  if (!ws) return Fail(ws.error());
+  auto api = ctx.Client();
+  auto answer = api.Json(verb::post, fmt::format("{}/{}", ToolContext::Scope(*ws), action),
+                         body.empty() ? std::nullopt : std::optional<json>(body));
+  if (!answer) {
+    auto current = Get(ctx, *ws);
+    if (current && Str(*current, "state") == final_state) {
+      return WorkspaceResult(*current, fmt::format("It was already {}.", final_state));
+    }
+    return Fail(answer.error());
+  }
+  if (!Flag(args, "wait", false)) {
+    return WorkspaceResult(*answer, fmt::format("It will be {} shortly (pass wait to wait for it).",
+                                                final_state));
+  }
+  auto done = WaitFor(ctx, *ws, final_state, WaitSeconds(args));
+  if (!done) return Fail(done.error());
+  return WorkspaceResult(*done);
+}
+
+Result<ToolResult> Stop(ToolContext& ctx, const json& args) {
+  json body = json::object();
+  if (Flag(args, "force", false)) body["force"] = true;
+  return Transition(ctx, args, "stop", "stopped", body);
+}
+
+Result<ToolResult> Hibernate(ToolContext& ctx, const json& args) {
+  return Transition(ctx, args, "hibernate", "hibernated", json::object());
+}
+
+Result<ToolResult> Delete(ToolContext& ctx, const json& args) {
+  std::string ws = args["workspace"].get<std::string>();
+  auto api = ctx.Client();
+  auto answer = api.Json(verb::delete_, ToolContext::Scope(ws));
+  if (!answer) return Fail(answer.error());
+  ctx.state().ForgetWorkspace(Str(*answer, "id"), Str(*answer, "name"));
+  ctx.state().ForgetWorkspace(ws, ws);
+  return WorkspaceResult(*answer,
+                         "It is being deleted with its disks; this cannot be undone.");
+}
+
+Result<ToolResult> Use(ToolContext& ctx, const json& args) {
+  std::string ws = args["workspace"].get<std::string>();
+  auto got = Get(ctx, ws);
+  if (!got) return Fail(got.error());
+  // The id, not the name: it still names the same workspace if the workspace is renamed.
+  ctx.state().set_default_workspace(Str(*got, "id"));
+  return WorkspaceResult(*got,
+                         "This session now uses it by default: exec, the process, file and "
+                         "port tools act on it when given no 'workspace'.");
+}
+
+}  // namespace
+
+std::vector<Tool> WorkspaceTools() {
+  std::vector<Tool> tools;
+
+  json create = json::object();
+  create["name"] = schema::String(
+      "A name for the workspace, unique among yours (letters, digits, '-'), e.g. the project "
+      "name. You can use it wherever a workspace is asked for.");
+  create["image"] = schema::String("Guest image: 'base' (default: Debian 12 with git, build "
+                                   "tools, Python, Node.js) or 'desktop' (base plus a desktop "
+                                   "and Chromium).");
+  create["size"] = schema::String("Size preset (default 'small': 1 CPU, 1 GiB memory). Or give "
+                                  "cpus/memory_mib/disk_gib.");
+  create["cpus"] = schema::Integer("Virtual CPUs.", 1, 64);
+  create["memory_mib"] = schema::Integer("Memory in MiB.", 256, 262144);
+  create["disk_gib"] = schema::Integer("Size of /workspace, the durable disk, in GiB (default 10).",
+                                       1, 4096);
+  create["idle_timeout"] = schema::Integer(
+      "Seconds without activity before idle_action runs (default 1800).", 60, 30 * 24 * 3600);
+  create["idle_action"] = schema::String("What happens when idle: 'stop' (default) or "
+                                         "'hibernate' (keeps running processes).");
+  create["idle_action"]["enum"] = {"stop", "hibernate"};
+  create["auto_start"] = schema::Boolean(
+      "Start the workspace automatically when a call needs it (default true).");
+  create["env"] = StringMap("Environment variables for every command run in it.");
+  create["labels"] = StringMap("Labels to find it by (workspace_list label=K=V).");
+  tools.push_back(Tool{
+      "workspace_create", "Create a workspace",
+      "Create a workspace: a Linux VM of your own with a durable disk at /workspace, where you "
+      "can run commands, install packages and keep files across sessions. Waits until it is "
+      "running (unless wait is false) and makes it this session's default workspace, so exec "
+      "and the file tools can use it at once. Check workspace_list first: a workspace for this "
+      "project may already exist.",
+      schema::Object(WaitArgs(create, "running", true), {"name"}), Mutating(false, false), Create});
+
+  json list = json::object();
+  list["state"] = schema::String("Only workspaces in this state (running, stopped, hibernated, "
+                                 "error, ...).");
+  list["label"] = schema::String("Only workspaces with this label, as KEY=VALUE.");
+  list["limit"] = schema::Integer("At most this many (default 100).", 1, kMaxListed);
+  tools.push_back(Tool{"workspace_list", "List workspaces",
+                       "List your workspaces with their state (running, stopped, hibernated, "
+                       "...), size and idle policy, and which one this session uses by default.",
+                       schema::Object(list), ReadOnly(), List});
+
+  json one = json::object();
+  one["workspace"] = schema::WorkspaceArg();
+  tools.push_back(Tool{"workspace_get", "Show a workspace",
+                       "Show one workspace: its state, its error if any, size, idle policy, and "
+                       "while running what keeps it awake ('awake').",
+                       schema::Object(one), ReadOnly(), GetTool});
+
+  tools.push_back(Tool{
+      "workspace_start", "Start a workspace",
+      "Start a stopped or hibernated workspace (a hibernated one resumes its processes) and wait "
+      "until it is running. Rarely needed: exec and the file tools start a stopped workspace "
+      "by themselves.",
+      schema::Object(WaitArgs(one, "running", true)), Mutating(false, true), Start});
+
+  json stop = one;
+  stop["force"] = schema::Boolean("Power off at once instead of a clean shutdown.");
+  tools.push_back(Tool{
+      "workspace_stop", "Stop a workspace",
+      "Shut a workspace down. Its disk is kept (installed packages and files stay); running "
+      "processes end. It starts again on the next exec or file call, or with workspace_start.",
+      schema::Object(WaitArgs(stop, "stopped", false)), Mutating(true, true), Stop});
+
+  tools.push_back(Tool{
+      "workspace_hibernate", "Hibernate a workspace",
+      "Save a workspace's memory and running processes to disk and stop it; starting it again "
+      "resumes everything where it was. Use it to pause long-running work without losing it.",
+      schema::Object(WaitArgs(one, "hibernated", false)), Mutating(false, true), Hibernate});
+
+  json del = json::object();
+  del["workspace"] = schema::String(
+      "The workspace to delete: its id (ws_...) or name. Required: there is no default here.");
+  tools.push_back(Tool{
+      "workspace_delete", "Delete a workspace",
+      "Delete a workspace with its disks: every file in it is lost for good. Only when the user "
+      "asked for it or the workspace was made for a task that is over.",
+      schema::Object(del, {"workspace"}), Mutating(true, true), Delete});
+
+  json use = json::object();
+  use["workspace"] = schema::String("The workspace to use: its id (ws_...) or name.");
+  tools.push_back(Tool{
+      "workspace_use", "Choose the default workspace",
+      "Choose the workspace this session works in: exec, the process, file and port tools act "
+      "on it when they are given no 'workspace'. Answers the workspace and its state.",
+      schema::Object(use, {"workspace"}), Mutating(false, true), Use});
+  return tools;
+}
+
+}  // namespace berth::mcp
