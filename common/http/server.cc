@@ -1,5 +1,7 @@
 #include "common/http/server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -413,6 +415,13 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
       socket.write_some(asio::buffer(kBusy), ignored);
       socket.close(ignored);
       continue;
+    }
+    if (listener->endpoint.kind == Endpoint::Kind::kTcp) {
+      // Responses often go out as a header write then body writes (chunked streams, proxied
+      // bodies): with Nagle on, each small write after the first waits for the peer's delayed
+      // ACK, 40 ms a time.
+      int one = 1;
+      setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     auto connection = std::make_shared<Connection>(std::move(socket));
     connection->listener = listener->endpoint;

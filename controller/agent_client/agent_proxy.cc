@@ -7,6 +7,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include "common/random.h"
@@ -230,6 +232,11 @@ http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::st
         auto error = Unreachable(ec);
         co_await ex.SendError(error);
         co_return;
+      }
+      if (link.endpoint.kind == Endpoint::Kind::kTcp) {
+        // The header and the body go out as separate writes: no Nagle delay between them.
+        int one = 1;
+        setsockopt(up->stream.socket().native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       }
     }
     {
