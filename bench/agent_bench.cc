@@ -10,16 +10,30 @@
 //  - upload of --upload-mib MiB from tmpfs: PUT /v1/files through the client library's
 //    streaming Stream() call, against `scp`, to a directory on disk and to one on tmpfs. The
 //    agent fsyncs every upload before it answers; scp does not.
-//  - tunnel throughput: --tunnel-mib MiB into a byte-counting sink, through PortForwarder →
-//    /v1/tunnel → sink, against a direct connection to the sink and against `ssh -L`.
+//  - tunnel throughput: --tunnel-mib MiB into a byte-counting sink, against a direct connection
+//    to the sink, through:
+//      - a raw tunnel opened by the client library (OpenRawTunnel → agent → sink: one relay,
+//        the agent's splice pump), what a program using the library gets;
+//      - PortForwarder in raw mode (local listener → raw tunnel → agent → sink: two relays),
+//        what `berth port-forward` gives any program;
+//      - PortForwarder in WebSocket mode (the same two relays, framed and masked);
+//      - `ssh -L`.
+//    Each timed run includes opening the connection (and the tunnel). The paths take turns in
+//    each of the --repeats rounds, so load that comes and goes hits them alike; the best run of
+//    each path is kept.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <optional>
 
 #include <CLI/CLI.hpp>
@@ -50,6 +64,7 @@ struct Config {
   int repeats = 3;
   std::string out;
   std::string sections = "exec,upload,tunnel";
+  pid_t agent_pid = 0;  // for the CPU the agent spends on tunnels; 0: not counted
 };
 
 struct Latency {
@@ -136,6 +151,58 @@ double UploadWithScp(const Config& c, const std::string& source, const std::stri
   return static_cast<double>(size) / 1e6 / std::chrono::duration<double>(elapsed).count();
 }
 
+// CPU seconds (user + system) used so far by this process (sender, sink and forwarder threads)
+// and by the agent. Softirq work (TCP receive on loopback) counts for whichever of them was on
+// the CPU, which on a quiet machine is one of these.
+double CpuSeconds(pid_t agent_pid) {
+  rusage self {};
+  getrusage(RUSAGE_SELF, &self);
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  double total = seconds(self.ru_utime) + seconds(self.ru_stime);
+  if (agent_pid > 0) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", agent_pid));
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    std::istringstream rest(text.substr(text.rfind(')') + 2));
+    std::vector<std::string> fields{std::istream_iterator<std::string>(rest), {}};
+    if (fields.size() > 12) {
+      total += (std::stod(fields[11]) + std::stod(fields[12])) /
+               static_cast<double>(sysconf(_SC_CLK_TCK));  // utime, stime
+    }
+  }
+  return total;
+}
+
+// SendToSink through a raw tunnel the client library opens: a program that uses the library
+// instead of a local port. Opening the tunnel is part of the time, as connect() is for direct.
+double SendThroughRawTunnel(client::ApiClient& client, uint16_t port, uint64_t bytes) {
+  std::vector<char> buf(1 << 20, 'x');
+  auto start = Clock::now();
+  auto tunnel = tunnel::OpenRawTunnel(client, "/v1", port);
+  if (!tunnel) throw std::runtime_error("raw tunnel: " + tunnel.error().message);
+  int fd = tunnel->get();
+  uint64_t sent = 0;
+  while (sent < bytes) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - sent));
+    ssize_t w = write(fd, buf.data(), n);
+    if (w <= 0) break;
+    sent += static_cast<uint64_t>(w);
+  }
+  shutdown(fd, SHUT_WR);
+  uint64_t count = 0;
+  size_t got = 0;
+  while (got < sizeof(count)) {
+    ssize_t n = read(fd, reinterpret_cast<char*>(&count) + got, sizeof(count) - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  auto elapsed = Clock::now() - start;
+  if (got != sizeof(count) || count != bytes) return -1;
+  return static_cast<double>(bytes) / 1e6 / std::chrono::duration<double>(elapsed).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +221,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", c.repeats, "throughput runs per figure (best is kept)");
   app.add_option("--out", c.out, "write the markdown report here");
   app.add_option("--sections", c.sections, "which parts to run: exec,upload,tunnel");
+  app.add_option("--agent-pid", c.agent_pid, "the agent's pid (its CPU time counts for tunnels)");
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);
 
@@ -276,33 +344,96 @@ int main(int argc, char** argv) {
     // ---- tunnel -----------------------------------------------------------------------
     SinkServer sink;
     uint64_t bytes = static_cast<uint64_t>(c.tunnel_mib) << 20;
-    double direct = Best(c.repeats, [&] { return SendToSink(sink.port(), bytes); });
-    auto forwarder = tunnel::PortForwarder::Start(client, "/v1", sink.port(), {});
-    if (!forwarder) throw std::runtime_error("port forwarder: " + forwarder.error().message);
-    double tunneled = Best(c.repeats, [&] { return SendToSink((*forwarder)->local_port(), bytes); });
-    (*forwarder)->Stop();
+    tunnel::PortForwarder::Options raw_options;
+    raw_options.mode = tunnel::TunnelMode::kRaw;
+    auto raw_forwarder = tunnel::PortForwarder::Start(client, "/v1", sink.port(), raw_options);
+    if (!raw_forwarder) {
+      throw std::runtime_error("port forwarder: " + raw_forwarder.error().message);
+    }
+    tunnel::PortForwarder::Options ws_options;
+    ws_options.mode = tunnel::TunnelMode::kWebSocket;
+    auto ws_forwarder = tunnel::PortForwarder::Start(client, "/v1", sink.port(), ws_options);
+    if (!ws_forwarder) throw std::runtime_error("port forwarder: " + ws_forwarder.error().message);
     uint16_t ssh_local = FreePort();
     pid_t ssh_fwd = Spawn(Plus(SshBase(c), {"-N", "-o", "ExitOnForwardFailure=yes", "-L",
                                             fmt::format("{}:127.0.0.1:{}", ssh_local, sink.port()),
                                             "root@127.0.0.1"}));
-    double via_ssh = -1;
-    if (WaitForPort(ssh_local, std::chrono::seconds(10))) {
-      via_ssh = Best(c.repeats, [&] { return SendToSink(ssh_local, bytes); });
+    bool ssh_up = WaitForPort(ssh_local, std::chrono::seconds(10));
+    // Per path: the throughput of each round, and the least CPU (all processes of the path)
+    // per GiB.
+    struct Path {
+      std::vector<double> mbs;
+      double cpu = -1;
+      double Best() const { return mbs.empty() ? -1 : *std::max_element(mbs.begin(), mbs.end()); }
+    };
+    Path direct, raw_library, raw_forwarded, ws_forwarded, via_ssh;
+    double gib = static_cast<double>(bytes) / (1u << 30);
+    auto run = [&](Path& path, const std::function<double()>& send, bool count_cpu = true) {
+      double before = CpuSeconds(c.agent_pid);
+      double mbs = send();
+      double cpu = (CpuSeconds(c.agent_pid) - before) / gib;
+      if (mbs < 0) throw std::runtime_error("throughput run failed");
+      path.mbs.push_back(mbs);
+      if (count_cpu) path.cpu = path.cpu < 0 ? cpu : std::min(path.cpu, cpu);
+    };
+    for (int i = 0; i < c.repeats; ++i) {
+      run(direct, [&] { return SendToSink(sink.port(), bytes); });
+      run(raw_library, [&] { return SendThroughRawTunnel(client, sink.port(), bytes); });
+      run(raw_forwarded, [&] { return SendToSink((*raw_forwarder)->local_port(), bytes); });
+      run(ws_forwarded, [&] { return SendToSink((*ws_forwarder)->local_port(), bytes); });
+      // ssh and sshd are other processes: their CPU is not counted.
+      if (ssh_up) run(via_ssh, [&] { return SendToSink(ssh_local, bytes); }, false);
     }
+    (*raw_forwarder)->Stop();
+    (*ws_forwarder)->Stop();
     kill(ssh_fwd, SIGTERM);
     Wait(ssh_fwd);
-    r.Line(fmt::format("## tunnel throughput, {} MiB into a byte-counting sink (MB/s, best of {})",
+    // Each round's ratio compares runs made seconds apart, under about the same load.
+    auto median_ratio = [&](const Path& path) {
+      std::vector<double> ratios;
+      for (size_t i = 0; i < path.mbs.size() && i < direct.mbs.size(); ++i) {
+        ratios.push_back(path.mbs[i] / direct.mbs[i]);
+      }
+      return ratios.empty() ? -1.0 : Percentile(ratios, 50);
+    };
+    r.Line(fmt::format("## tunnel throughput, {} MiB into a byte-counting sink ({} rounds)",
                        c.tunnel_mib, c.repeats));
     r.Line("");
-    r.Line("| path | MB/s |");
-    r.Line("|---|---|");
-    r.Line(fmt::format("| direct TCP to the sink | {:.0f} |", direct));
-    r.Line(fmt::format("| agent: PortForwarder → /v1/tunnel → sink | {:.0f} |", tunneled));
-    r.Line(fmt::format("| ssh -L → sink | {:.0f} |", via_ssh));
+    r.Line("The paths take turns in each round. MB/s: the best round. / direct: the median over "
+           "rounds of the path's MB/s over the direct MB/s of the same round.");
+    r.Line(fmt::format("CPU: user + system seconds per GiB of the sender, the sink, the forwarder "
+                       "and the agent together, least of the rounds{}.",
+                       c.agent_pid > 0 ? "" : " (the agent not counted: no --agent-pid)"));
     r.Line("");
-    r.Line(fmt::format("- agent tunnel / direct: {:.2f}x (bar >= 0.9x): {}", tunneled / direct,
-                       Verdict(tunneled / direct >= 0.9)));
-    r.Line(fmt::format("- agent tunnel / ssh -L: {:.2f}x", tunneled / via_ssh));
+    r.Line("| path | relays | MB/s (best) | / direct (median) | CPU s/GiB "
+           "| direct CPU / path CPU |");
+    r.Line("|---|---|---|---|---|---|");
+    auto row = [&](const std::string& name, int relays, const Path& path) {
+      std::string cpu = path.cpu < 0 ? "–" : fmt::format("{:.2f}", path.cpu);
+      std::string cpu_ratio = path.cpu <= 0 ? "–" : fmt::format("{:.2f}x", direct.cpu / path.cpu);
+      r.Line(fmt::format("| {} | {} | {:.0f} | {:.2f}x | {} | {} |", name, relays, path.Best(),
+                         median_ratio(path), cpu, cpu_ratio));
+    };
+    row("direct TCP to the sink", 0, direct);
+    row("agent, raw: OpenRawTunnel socket → /v1/tunnel → sink", 1, raw_library);
+    row("agent, raw: PortForwarder → /v1/tunnel → sink", 2, raw_forwarded);
+    row("agent, WebSocket: PortForwarder → /v1/tunnel → sink", 2, ws_forwarded);
+    row("ssh -L → sink", 2, via_ssh);
+    r.Line("");
+    double lib = median_ratio(raw_library);
+    double fwd = median_ratio(raw_forwarded);
+    r.Line(fmt::format("- agent raw tunnel (library socket) / direct: {:.2f}x (bar >= 0.9x): {}",
+                       lib, Verdict(lib >= 0.9)));
+    r.Line(fmt::format("- agent raw tunnel (PortForwarder) / direct: {:.2f}x (bar >= 0.9x): {}",
+                       fwd, Verdict(fwd >= 0.9)));
+    r.Line(fmt::format("- agent WebSocket tunnel (PortForwarder) / direct: {:.2f}x",
+                       median_ratio(ws_forwarded)));
+    r.Line(fmt::format("- agent raw (PortForwarder) / WebSocket (PortForwarder), best: {:.2f}x",
+                       raw_forwarded.Best() / ws_forwarded.Best()));
+    if (!via_ssh.mbs.empty()) {
+      r.Line(fmt::format("- agent raw (PortForwarder) / ssh -L, best: {:.2f}x",
+                         raw_forwarded.Best() / via_ssh.Best()));
+    }
   });
   if (!c.out.empty()) std::ofstream(c.out) << r.text;
   return failures == 0 ? 0 : 1;

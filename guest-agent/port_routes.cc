@@ -1,5 +1,6 @@
 // GET /v1/ports: the guest's listening TCP sockets and their owners.
-// GET /v1/tunnel?port=N[&host=ADDR]: a WebSocket byte pipe to a TCP port of the guest itself.
+// GET /v1/tunnel?port=N[&host=ADDR]: a byte pipe to a TCP port of the guest itself, over a
+// WebSocket (`Upgrade: websocket`) or raw (`Upgrade: berth-tcp`, tunnel_raw.h).
 #include <netinet/tcp.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -13,6 +14,7 @@
 #include "guest-agent/ports_proc.h"
 #include "guest-agent/services.h"
 #include "guest-agent/tunnel_hosts.h"
+#include "guest-agent/tunnel_raw.h"
 
 namespace berth::agent {
 namespace {
@@ -73,15 +75,27 @@ http::Task<void> OpenTunnel(Services services, http::Exchange& ex) {
     co_await ex.SendError(address.error());
     co_return;
   }
-  if (!ex.IsWebSocketUpgrade()) {
-    co_await ex.SendError(
-        {ErrorCode::kInvalidArgument, "/v1/tunnel needs a WebSocket upgrade"});
+  const bool raw = IsRawTunnelUpgrade(ex);
+  if (!raw && !ex.IsWebSocketUpgrade()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument,
+                           "/v1/tunnel needs an upgrade: WebSocket, or berth-tcp for a raw pipe"});
     co_return;
+  }
+  if (raw) {
+    auto valid = CheckRawTunnelRequest(ex);
+    if (!valid) {
+      co_await ex.SendError(valid.error());
+      co_return;
+    }
   }
   // Connect first so that a closed port is an HTTP error the client sees before any upgrade.
   auto socket = co_await ConnectLocal(tcp::endpoint(*address, static_cast<uint16_t>(*port)));
   if (!socket) {
     co_await ex.SendError(socket.error());
+    co_return;
+  }
+  if (raw) {
+    co_await ServeRawTunnel(ex, *socket, services.activity);
     co_return;
   }
   auto ws = co_await ex.AcceptWebSocket();

@@ -77,6 +77,9 @@ class ApiClient {
 
   const Endpoint& endpoint() const { return endpoint_; }
   const ClientOptions& options() const { return options_; }
+  // The bearer token ("" for none), for callers that speak HTTP on their own socket (raw
+  // tunnels: common/client/tunnel_raw.cc).
+  const std::string& token() const { return token_; }
 
   // A request with an optional small body, the whole response back (any status).
   Result<Response> Request(http::bhttp::verb method, std::string_view target,

@@ -1,6 +1,8 @@
 #include "common/client/tunnel.h"
 
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -151,7 +153,10 @@ struct PortForwarder::Worker {
   std::mutex mutex;
   int local_fd = -1;  // the accepted connection, until the bridge's socket owns it
   bool local_v6 = false;
-  int tunnel_fd = -1;  // for Stop(): shutdown() ends the bridge
+  // While a bridge runs, for Stop(): shutting both sockets down ends it, whichever way data
+  // was (or was not) flowing.
+  int tunnel_fd = -1;
+  int bridged_local_fd = -1;
   bool stop = false;
 };
 
@@ -227,35 +232,41 @@ Task<void> PortForwarder::AcceptLoop() {
     worker->local_fd = socket.release();
     Worker* w = worker.get();
     workers_.push_back(std::move(worker));
-    w->thread = std::thread([this, w] { Serve(*w); });
+    w->thread = std::thread([this, w] {
+      // splice(2) cannot take MSG_NOSIGNAL: writing to a peer that went away raises SIGPIPE.
+      // Blocked in this thread, which the forwarder owns, it stays pending and goes with it.
+      sigset_t pipe_signal;
+      sigemptyset(&pipe_signal);
+      sigaddset(&pipe_signal, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+      Serve(*w);
+    });
   }
 }
 
 void PortForwarder::Serve(Worker& worker) {
   ++active_;
-  auto tunnel = OpenTunnel(client_, scope_, remote_port_, options_.remote_host);
-  if (!tunnel) {
-    spdlog::warn("port-forward to guest port {}: {}", remote_port_, tunnel.error().message);
-    ++failed_;
-  } else {
-    auto& conn = **tunnel;
-    tcp::socket local(conn.io());
-    boost::system::error_code ec;
-    {
-      std::lock_guard lock(worker.mutex);
-      local.assign(worker.local_v6 ? tcp::v6() : tcp::v4(), worker.local_fd, ec);
-      worker.local_fd = -1;  // owned by `local` now
-      worker.tunnel_fd = beast::get_lowest_layer(conn.socket()).socket().native_handle();
-      if (worker.stop) ec = asio::error::operation_aborted;
+  bool served = false;
+  bool raw = options_.mode == TunnelMode::kRaw ||
+             (options_.mode == TunnelMode::kAuto && !raw_refused_.load());
+  if (raw) {
+    auto tunnel = OpenRawTunnel(client_, scope_, remote_port_, options_.remote_host);
+    if (tunnel) {
+      served = ServeRaw(worker, std::move(*tunnel));
+    } else if (options_.mode == TunnelMode::kAuto &&
+               tunnel.error().code == ErrorCode::kInvalidArgument) {
+      // A server from before raw tunnels asks for a WebSocket with a 400. (A request that is
+      // wrong in itself fails the same way over WebSocket and is reported there.)
+      spdlog::info("port-forward: the server refused a raw tunnel ({}); using WebSocket",
+                   tunnel.error().message);
+      raw_refused_ = true;
+      raw = false;
+    } else {
+      spdlog::warn("port-forward to guest port {}: {}", remote_port_, tunnel.error().message);
     }
-    if (!ec) {
-      asio::co_spawn(conn.io(), Bridge(conn.socket(), local, BridgeRole::kClient), asio::detached);
-      conn.io().restart();
-      conn.io().run();
-    }
-    std::lock_guard lock(worker.mutex);
-    worker.tunnel_fd = -1;
   }
+  if (!raw) served = ServeWebSocket(worker);
+  if (!served) ++failed_;
   {
     std::lock_guard lock(worker.mutex);
     if (worker.local_fd >= 0) ::close(worker.local_fd);
@@ -263,6 +274,70 @@ void PortForwarder::Serve(Worker& worker) {
   }
   --active_;
   worker.done = true;
+}
+
+bool PortForwarder::ServeRaw(Worker& worker, UniqueFd tunnel) {
+  // One thread runs this io_context, as RawBridge requires.
+  asio::io_context io(1);
+  int tunnel_fd = tunnel.get();
+  auto remote = AdoptSocket(io.get_executor(), std::move(tunnel));
+  if (!remote) {
+    spdlog::warn("port-forward to guest port {}: {}", remote_port_, remote.error().message);
+    return false;
+  }
+  ++raw_tunnels_;
+  Socket local(io);
+  boost::system::error_code ec;
+  {
+    std::lock_guard lock(worker.mutex);
+    auto family = worker.local_v6 ? AF_INET6 : AF_INET;
+    local.assign(asio::generic::stream_protocol(family, IPPROTO_TCP), worker.local_fd, ec);
+    if (!ec) {
+      worker.bridged_local_fd = worker.local_fd;
+      worker.local_fd = -1;  // owned by `local` now
+    }
+    worker.tunnel_fd = tunnel_fd;
+    if (worker.stop) ec = asio::error::operation_aborted;
+  }
+  if (!ec) {
+    asio::co_spawn(io, RawBridge(local, *remote), asio::detached);
+    io.run();
+  }
+  std::lock_guard lock(worker.mutex);
+  worker.tunnel_fd = -1;
+  worker.bridged_local_fd = -1;
+  return true;
+}
+
+bool PortForwarder::ServeWebSocket(Worker& worker) {
+  auto tunnel = OpenTunnel(client_, scope_, remote_port_, options_.remote_host);
+  if (!tunnel) {
+    spdlog::warn("port-forward to guest port {}: {}", remote_port_, tunnel.error().message);
+    return false;
+  }
+  ++websocket_tunnels_;
+  auto& conn = **tunnel;
+  tcp::socket local(conn.io());
+  boost::system::error_code ec;
+  {
+    std::lock_guard lock(worker.mutex);
+    local.assign(worker.local_v6 ? tcp::v6() : tcp::v4(), worker.local_fd, ec);
+    if (!ec) {
+      worker.bridged_local_fd = worker.local_fd;
+      worker.local_fd = -1;  // owned by `local` now
+    }
+    worker.tunnel_fd = beast::get_lowest_layer(conn.socket()).socket().native_handle();
+    if (worker.stop) ec = asio::error::operation_aborted;
+  }
+  if (!ec) {
+    asio::co_spawn(conn.io(), Bridge(conn.socket(), local, BridgeRole::kClient), asio::detached);
+    conn.io().restart();
+    conn.io().run();
+  }
+  std::lock_guard lock(worker.mutex);
+  worker.tunnel_fd = -1;
+  worker.bridged_local_fd = -1;
+  return true;
 }
 
 void PortForwarder::Stop() {
@@ -283,6 +358,7 @@ void PortForwarder::Stop() {
       std::lock_guard lock(w->mutex);
       w->stop = true;
       if (w->tunnel_fd >= 0) ::shutdown(w->tunnel_fd, SHUT_RDWR);
+      if (w->bridged_local_fd >= 0) ::shutdown(w->bridged_local_fd, SHUT_RDWR);
     }
     if (w->thread.joinable()) w->thread.join();
   }

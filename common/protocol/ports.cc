@@ -1,5 +1,7 @@
 #include "common/protocol/ports.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include <fmt/chrono.h>
@@ -102,6 +104,26 @@ Result<uint16_t> ParseTunnelPort(long long port) {
     return Fail(ErrorCode::kInvalidArgument, "port must be between 1 and 65535");
   }
   return static_cast<uint16_t>(port);
+}
+
+bool HasToken(std::string_view list, std::string_view token) {
+  constexpr std::string_view kSpace = " \t";
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    size_t first = item.find_first_not_of(kSpace);
+    if (first == std::string_view::npos) continue;
+    item = item.substr(first, item.find_last_not_of(kSpace) - first + 1);
+    if (item.size() == token.size() &&
+        std::equal(item.begin(), item.end(), token.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) ==
+                 std::tolower(static_cast<unsigned char>(b));
+        })) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Result<LeaseRequest> LeaseRequestFromJson(const json& j) {

@@ -2,9 +2,18 @@
 // the clients. Pure: JSON in and out, validation, no I/O.
 //
 //   GET  /v1/ports             -> {"ports": [PortInfo...]}
-//   GET  /v1/tunnel?port=N[&host=ADDR]   WebSocket, binary frames, a byte pipe to guest TCP;
-//                              an empty binary frame from the client is a half-close (EOF);
-//                              the agent closes the WebSocket (1000) when the guest port does
+//   GET  /v1/tunnel?port=N[&host=ADDR]   a byte pipe to a TCP port of the guest, in one of two
+//                              modes chosen by the Upgrade header:
+//     Upgrade: websocket       binary frames; an empty binary frame from the client is a
+//                              half-close (EOF); the agent closes the WebSocket (1000) when the
+//                              guest port does. For browsers.
+//     Upgrade: berth-tcp       (with Connection: Upgrade) 101 Switching Protocols, then the
+//                              connection itself is the pipe, as after HTTP CONNECT: no framing,
+//                              shutdown(SHUT_WR) on either end reaches the other, each
+//                              direction ends on its own. The fast mode (splice in the agent).
+//                              The request has no body; HTTP/1.1 only.
+//                              Either way a foreign host is 403, a bad port 400 and a closed
+//                              port 503, as JSON errors before any upgrade.
 //   POST /v1/leases            LeaseRequest -> 201 Lease
 //   POST /v1/leases/{id}/renew {"duration_s": N} -> 200 Lease
 //   DELETE /v1/leases/{id}     -> 204
@@ -14,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +51,13 @@ Result<std::vector<PortInfo>> PortListFromJson(const nlohmann::json& json);
 
 // Tunnel target validation shared by server and client: 1..65535.
 Result<uint16_t> ParseTunnelPort(long long port);
+
+// The Upgrade token of the raw tunnel mode.
+inline constexpr std::string_view kRawTunnelProtocol = "berth-tcp";
+// Whether a comma-separated HTTP token list (Connection, Upgrade) holds `token`, compared
+// case-insensitively after trimming spaces and tabs. A raw tunnel is asked for with
+// HasToken(Connection, "upgrade") && HasToken(Upgrade, kRawTunnelProtocol).
+bool HasToken(std::string_view list, std::string_view token);
 
 // Keep-awake leases. Bounds: a lease lasts 1 s .. 7 days; the reason is at most 200 bytes.
 inline constexpr std::chrono::seconds kMinLease{1};

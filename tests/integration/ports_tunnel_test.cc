@@ -1,130 +1,27 @@
 // GET /v1/ports and the /v1/tunnel WebSocket, driven through the real agent and the client
-// library (OpenTunnel, PortForwarder).
-#include <arpa/inet.h>
+// library (OpenTunnel, PortForwarder in WebSocket mode). The raw mode: ports_tunnel_raw_test.cc.
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <fstream>
-#include <random>
 #include <thread>
 
 #include <catch2/catch.hpp>
-#include <openssl/sha.h>
 
-#include "tests/support/wait.h"
 #include "common/client/ports.h"
 #include "common/client/tunnel.h"
+#include "tests/integration/ports_tunnel_test_util.h"
 #include "tests/support/test_agent.h"
+#include "tests/support/wait.h"
 
 using namespace berth;
 using namespace std::chrono_literals;
 using http::bhttp::verb;
 
-namespace {
-
-// A listening TCP socket on 127.0.0.1 (or ::1) with an ephemeral port.
-struct Listener {
-  explicit Listener(bool ipv6 = false) {
-    fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    if (ipv6) {
-      sockaddr_in6 addr{};
-      addr.sin6_family = AF_INET6;
-      addr.sin6_addr = in6addr_loopback;
-      REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    } else {
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    }
-    REQUIRE(listen(fd, 16) == 0);
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-    port = ntohs(ipv6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                      : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  }
-  ~Listener() {
-    if (fd >= 0) close(fd);
-  }
-  int fd = -1;
-  uint16_t port = 0;
-};
-
-int ConnectTcp(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  return fd;
-}
-
-std::string Sha256(const std::string& data) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), d);
-  return std::string(reinterpret_cast<char*>(d), sizeof(d));
-}
-
-// Echoes one connection and remembers what it received.
-struct EchoServer {
-  EchoServer() {
-    thread = std::thread([this] {
-      int c = accept(listener.fd, nullptr, nullptr);
-      if (c < 0) return;
-      char buf[65536];
-      for (;;) {
-        ssize_t n = read(c, buf, sizeof(buf));
-        if (n <= 0) break;
-        received.append(buf, static_cast<size_t>(n));
-        for (ssize_t off = 0; off < n;) {
-          ssize_t w = write(c, buf + off, static_cast<size_t>(n - off));
-          if (w <= 0) break;
-          off += w;
-        }
-      }
-      got_eof = true;
-      close(c);
-    });
-  }
-  ~EchoServer() {
-    shutdown(listener.fd, SHUT_RDWR);
-    if (thread.joinable()) thread.join();
-  }
-  Listener listener;
-  std::string received;
-  std::atomic<bool> got_eof{false};
-  std::thread thread;
-};
-
-// Polls `condition` until it holds or `limit` passes.
 using berth::testing::WaitFor;
-
-int OpenTunnels(testing::TestAgent& agent) {
-  auto client = agent.Client();
-  auto activity = client::GetActivity(client, "/v1");
-  if (!activity) return -1;
-  return (*activity)["open_streams"].value("tunnel", 0);
-}
-
-std::string RandomBytes(size_t n) {
-  std::mt19937_64 rng(42);
-  std::string out(n, '\0');
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, 8);
-  }
-  return out;
-}
-
-}  // namespace
+using namespace berth::ports_test;
 
 TEST_CASE("GET /v1/ports lists a listener of this process with its pid", "[ports]") {
   testing::TestAgent agent;
@@ -169,10 +66,22 @@ TEST_CASE("GET /v1/ports lists a listener of this process with its pid", "[ports
   }
 }
 
+namespace {
+
+// PortForwarder in both modes: WebSocket, and raw (the default, kAuto, picks raw with this agent).
+std::string ModeName(tunnel::TunnelMode mode) {
+  return mode == tunnel::TunnelMode::kWebSocket ? "websocket" : "raw";
+}
+
+}  // namespace
+
 TEST_CASE("a tunnel echoes 16 MiB both ways intact, through PortForwarder", "[tunnel]") {
+  auto mode = GENERATE(tunnel::TunnelMode::kWebSocket, tunnel::TunnelMode::kAuto);
+  INFO("mode: " << ModeName(mode));
   testing::TestAgent agent;
   EchoServer echo;
   tunnel::PortForwarder::Options options;
+  options.mode = mode;
   auto forwarder = tunnel::PortForwarder::Start(agent.Client(), "/v1", echo.listener.port, options);
   REQUIRE(forwarder);
   int fd = ConnectTcp((*forwarder)->local_port());
@@ -198,14 +107,16 @@ TEST_CASE("a tunnel echoes 16 MiB both ways intact, through PortForwarder", "[tu
   writer.join();
   REQUIRE(echoed.size() == payload.size());
   CHECK(Sha256(echoed) == Sha256(payload));
-  // The client's half-close ends the WebSocket, which shuts the guest side's write end: the
-  // echo server sees EOF and everything winds down.
+  // The client's half-close reaches the guest side (an empty frame, or a FIN spliced along):
+  // the echo server sees EOF and everything winds down.
   CHECK(WaitFor([&] { return echo.got_eof.load(); }));
   CHECK(Sha256(echo.received) == Sha256(payload));
   ssize_t tail = read(fd, buf, sizeof(buf));
   CHECK(tail == 0);
   close(fd);
   CHECK(WaitFor([&] { return OpenTunnels(agent) == 0 && (*forwarder)->active() == 0; }));
+  CHECK((*forwarder)->raw_tunnels() == (mode == tunnel::TunnelMode::kWebSocket ? 0u : 1u));
+  CHECK((*forwarder)->websocket_tunnels() == (mode == tunnel::TunnelMode::kWebSocket ? 1u : 0u));
   (*forwarder)->Stop();
 }
 
@@ -292,9 +203,13 @@ TEST_CASE("tunnels are refused for foreign hosts, bad ports and closed ports", "
 
 TEST_CASE("a tunnel to a sink that does not read stalls the writer instead of buffering",
           "[tunnel]") {
+  auto mode = GENERATE(tunnel::TunnelMode::kWebSocket, tunnel::TunnelMode::kRaw);
+  INFO("mode: " << ModeName(mode));
   testing::TestAgent agent;
   Listener sink;  // accepts (the kernel does) and never reads
-  auto forwarder = tunnel::PortForwarder::Start(agent.Client(), "/v1", sink.port, {});
+  tunnel::PortForwarder::Options options;
+  options.mode = mode;
+  auto forwarder = tunnel::PortForwarder::Start(agent.Client(), "/v1", sink.port, options);
   REQUIRE(forwarder);
   int fd = ConnectTcp((*forwarder)->local_port());
   int sink_conn = -1;
@@ -342,13 +257,17 @@ TEST_CASE("a tunnel to a sink that does not read stalls the writer instead of bu
 }
 
 TEST_CASE("PortForwarder counts a refused tunnel and closes the local connection", "[tunnel]") {
+  auto mode = GENERATE(tunnel::TunnelMode::kWebSocket, tunnel::TunnelMode::kAuto);
+  INFO("mode: " << ModeName(mode));
   testing::TestAgent agent;
   uint16_t closed_port = 0;
   {
     Listener l;
     closed_port = l.port;
   }
-  auto forwarder = tunnel::PortForwarder::Start(agent.Client(), "/v1", closed_port, {});
+  tunnel::PortForwarder::Options options;
+  options.mode = mode;
+  auto forwarder = tunnel::PortForwarder::Start(agent.Client(), "/v1", closed_port, options);
   REQUIRE(forwarder);
   int fd = ConnectTcp((*forwarder)->local_port());
   char buf[16];
@@ -357,5 +276,7 @@ TEST_CASE("PortForwarder counts a refused tunnel and closes the local connection
   CHECK(read(fd, buf, sizeof(buf)) == 0);
   close(fd);
   CHECK(WaitFor([&] { return (*forwarder)->failed() == 1; }));
+  // A closed port is no reason to fall back from raw to WebSocket.
+  CHECK((*forwarder)->raw_tunnels() + (*forwarder)->websocket_tunnels() == 0);
   (*forwarder)->Stop();
 }
