@@ -1,0 +1,142 @@
+// Ports in a workspace: list them, forward one to this machine, and (once berthd serves them)
+// preview URLs.
+#include <charconv>
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/exit_codes.h"
+#include "cli/output.h"
+#include "cli/workspace_api.h"
+#include "common/client/ports.h"
+#include "common/client/tunnel.h"
+
+namespace berth::cli {
+namespace {
+
+Result<int> ListPorts(Context& ctx, const std::string& workspace) {
+  // Listing ports does not wake a stopped workspace: nothing listens in it.
+  auto ws = GetWorkspace(ctx, workspace);
+  if (!ws) return Fail(ws.error());
+  std::vector<protocol::PortInfo> ports;
+  if (ws->value("state", "") == "running") {
+    auto client = ctx.Client();
+    if (!client) return Fail(client.error());
+    auto listed = client::ListPorts(*client, ctx.WorkspaceRoute(ws->value("id", workspace)));
+    if (!listed) return Fail(listed.error());
+    ports = std::move(*listed);
+  } else if (!ctx.json()) {
+    ctx.Note(fmt::format("{} is {}: nothing listens in it", workspace, ws->value("state", "?")));
+  }
+  if (ctx.json()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& p : ports) out.push_back(protocol::ToJson(p));
+    ctx.PrintJson(out);
+    return kExitOk;
+  }
+  if (ports.empty()) return kExitOk;
+  Table table({"PORT", "ADDRESS", "PID", "PROCESS", "USER", "COMMAND"});
+  for (const auto& p : ports) {
+    table.AddRow({std::to_string(p.port), p.address, p.pid ? std::to_string(*p.pid) : "-",
+                  p.process.value_or("-"), p.user.value_or("-"), p.cmdline.value_or("-")});
+  }
+  ctx.out() << table.Render();
+  return kExitOk;
+}
+
+struct ForwardOptions {
+  std::string workspace;
+  std::string ports;  // [LOCAL:]REMOTE
+  std::string address = "127.0.0.1";
+};
+
+Result<std::pair<uint16_t, uint16_t>> ParsePortPair(const std::string& text) {
+  auto parse = [&](std::string_view part, bool zero_ok) -> Result<uint16_t> {
+    int value = -1;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (ec != std::errc() || end != part.data() + part.size() || value < (zero_ok ? 0 : 1) ||
+        value > 65535) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("bad port '{}' in '{}' (expected [LOCAL:]REMOTE)", part, text));
+    }
+    return static_cast<uint16_t>(value);
+  };
+  auto colon = text.find(':');
+  std::string_view remote_text = colon == std::string::npos
+                                     ? std::string_view(text)
+                                     : std::string_view(text).substr(colon + 1);
+  auto remote = parse(remote_text, false);
+  if (!remote) return Fail(remote.error());
+  uint16_t local = *remote;
+  if (colon != std::string::npos) {
+    auto parsed = parse(std::string_view(text).substr(0, colon), true);
+    if (!parsed) return Fail(parsed.error());
+    local = *parsed;
+  }
+  return std::make_pair(local, *remote);
+}
+
+Result<int> Forward(Context& ctx, const ForwardOptions& o) {
+  auto ports = ParsePortPair(o.ports);
+  if (!ports) return Fail(ports.error());
+  auto ws = EnsureRunning(ctx, o.workspace);
+  if (!ws) return Fail(ws.error());
+  auto client = ctx.Client();
+  if (!client) return Fail(client.error());
+  // Blocked before the forwarder's threads start, so that only sigwait below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  tunnel::PortForwarder::Options options;
+  options.listen_host = o.address;
+  options.listen_port = ports->first;
+  auto forwarder = tunnel::PortForwarder::Start(
+      std::move(*client), ctx.WorkspaceRoute(ws->value("id", o.workspace)), ports->second, options);
+  if (!forwarder) return Fail(forwarder.error());
+  ctx.out() << fmt::format("forwarding {}:{} -> {}:{} (Ctrl-C to stop)\n", o.address,
+                           (*forwarder)->local_port(), o.workspace, ports->second)
+            << std::flush;
+  int signo = 0;
+  sigwait(&stop_signals, &signo);
+  (*forwarder)->Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddPortCommands(Builder& b) {
+  auto ws = std::make_shared<std::string>();
+  auto* ports = b.Add("ports", "list the TCP ports listening in a workspace",
+                      [ws](Context& ctx) { return ListPorts(ctx, *ws); });
+  ports->add_option("workspace", *ws, "workspace id or name")->required();
+  b.AddJsonFlag(ports);
+
+  auto f = std::make_shared<ForwardOptions>();
+  auto* forward = b.Add("port-forward", "forward a local TCP port to a port in a workspace",
+                        [f](Context& ctx) { return Forward(ctx, *f); });
+  forward->add_option("workspace", f->workspace, "workspace id or name")->required();
+  forward->add_option("ports", f->ports, "[LOCAL:]REMOTE, e.g. 8080 or 9000:8080 (0: any)")
+      ->required();
+  forward->add_option("--address", f->address, "local address to listen on")
+      ->capture_default_str();
+
+  auto p = std::make_shared<std::pair<std::string, int>>();
+  auto* preview = b.Add("preview", "print the preview URL of a port in a workspace",
+                        [p](Context& ctx) -> Result<int> {
+                          ctx.err() << fmt::format(
+                              "berth: preview URLs are not available yet: this berthd does not "
+                              "serve previews. To reach port {} from this machine, run:\n"
+                              "  berth port-forward {} {}\n",
+                              p->second, p->first, p->second);
+                          return kExitError;
+                        });
+  preview->add_option("workspace", p->first, "workspace id or name")->required();
+  preview->add_option("port", p->second, "the port in the workspace")->required()
+      ->check(CLI::Range(1, 65535));
+}
+
+}  // namespace berth::cli
