@@ -178,29 +178,10 @@ double CpuSeconds(pid_t agent_pid) {
 // SendToSink through a raw tunnel the client library opens: a program that uses the library
 // instead of a local port. Opening the tunnel is part of the time, as connect() is for direct.
 double SendThroughRawTunnel(client::ApiClient& client, uint16_t port, uint64_t bytes) {
-  std::vector<char> buf(1 << 20, 'x');
   auto start = Clock::now();
   auto tunnel = tunnel::OpenRawTunnel(client, "/v1", port);
   if (!tunnel) throw std::runtime_error("raw tunnel: " + tunnel.error().message);
-  int fd = tunnel->get();
-  uint64_t sent = 0;
-  while (sent < bytes) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - sent));
-    ssize_t w = write(fd, buf.data(), n);
-    if (w <= 0) break;
-    sent += static_cast<uint64_t>(w);
-  }
-  shutdown(fd, SHUT_WR);
-  uint64_t count = 0;
-  size_t got = 0;
-  while (got < sizeof(count)) {
-    ssize_t n = read(fd, reinterpret_cast<char*>(&count) + got, sizeof(count) - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  auto elapsed = Clock::now() - start;
-  if (got != sizeof(count) || count != bytes) return -1;
-  return static_cast<double>(bytes) / 1e6 / std::chrono::duration<double>(elapsed).count();
+  return SendThroughSocket(tunnel->get(), bytes, start);
 }
 
 }  // namespace

@@ -128,11 +128,8 @@ SinkServer::~SinkServer() {
   close(fd_);
 }
 
-double SendToSink(uint16_t port, uint64_t bytes) {
+double SendThroughSocket(int fd, uint64_t bytes, Clock::time_point start) {
   std::vector<char> buf(1 << 20, 'x');
-  auto start = Clock::now();
-  int fd = ConnectLoopback(port);
-  if (fd < 0) return -1;
   uint64_t sent = 0;
   while (sent < bytes) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - sent));
@@ -149,9 +146,17 @@ double SendToSink(uint16_t port, uint64_t bytes) {
     got += static_cast<size_t>(n);
   }
   auto elapsed = Clock::now() - start;
-  close(fd);
   if (got != sizeof(count) || count != bytes) return -1;
   return static_cast<double>(bytes) / 1e6 / std::chrono::duration<double>(elapsed).count();
+}
+
+double SendToSink(uint16_t port, uint64_t bytes) {
+  auto start = Clock::now();
+  int fd = ConnectLoopback(port);
+  if (fd < 0) return -1;
+  double rate = SendThroughSocket(fd, bytes, start);
+  close(fd);
+  return rate;
 }
 
 }  // namespace berth::bench

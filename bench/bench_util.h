@@ -49,5 +49,8 @@ class SinkServer {
 // Sends `bytes` to 127.0.0.1:port from a 1 MiB buffer, half-closes, waits for the sink's
 // count. Returns MB/s (10^6 bytes per second) or a negative number when the count is wrong.
 double SendToSink(uint16_t port, uint64_t bytes);
+// The same over an already connected socket `fd` (not closed here); `start` is when the
+// measurement began (so a handshake can count).
+double SendThroughSocket(int fd, uint64_t bytes, Clock::time_point start);
 
 }  // namespace berth::bench

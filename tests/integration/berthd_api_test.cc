@@ -10,6 +10,7 @@
 #include "common/client/tunnel.h"
 #include "controller/workspace/service.h"
 #include "tests/support/test_berthd.h"
+#include "tests/integration/ports_tunnel_test_util.h"
 #include "tests/support/wait.h"
 
 namespace berth {
@@ -223,6 +224,59 @@ TEST_CASE("berthd: exec, files and sessions stream through to the agent", "[bert
   auto nowhere = api.Request(verb::get, scope + "/nowhere");
   REQUIRE(nowhere.has_value());
   CHECK(nowhere->status == 404);
+}
+
+TEST_CASE("berthd: tunnels to a guest port, raw and WebSocket, through berthd", "[berthd]") {
+  auto api = Berthd().Admin();
+  Create(api, {{"name", "tunneled"}});
+  std::string scope = "/v1/workspaces/tunneled";
+  {
+    // Raw: HTTP upgrade to a byte pipe; berthd passes the 101 and the bytes through.
+    ports_test::EchoServer echo;
+    auto fd = tunnel::OpenRawTunnel(api, scope, echo.listener.port);
+    REQUIRE(fd.has_value());
+    std::string payload = ports_test::RandomBytes(1 << 20);
+    std::thread writer([&] {
+      for (size_t off = 0; off < payload.size();) {
+        ssize_t w = write(fd->get(), payload.data() + off, payload.size() - off);
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+      shutdown(fd->get(), SHUT_WR);
+    });
+    std::string back;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(fd->get(), buf, sizeof buf);
+      if (n <= 0) break;
+      back.append(buf, static_cast<size_t>(n));
+    }
+    writer.join();
+    CHECK(back.size() == payload.size());
+    CHECK(ports_test::Sha256(back) == ports_test::Sha256(payload));
+  }
+  {
+    // WebSocket: frames end to end between the client and the agent.
+    ports_test::EchoServer echo;
+    auto ws = tunnel::OpenTunnel(api, scope, echo.listener.port);
+    REQUIRE(ws.has_value());
+    REQUIRE((*ws)->SendBinary("ping through berthd").has_value());
+    std::string got;
+    while (got.size() < 19) {
+      auto frame = (*ws)->Read(std::chrono::seconds(10));
+      REQUIRE(frame.has_value());
+      got += frame->data;
+    }
+    CHECK(got == "ping through berthd");
+  }
+  // A port where nothing listens: the agent's JSON error, passed through before any upgrade.
+  ports_test::Listener closed;
+  uint16_t dead = closed.port;
+  close(closed.fd);
+  closed.fd = -1;
+  auto refused = tunnel::OpenRawTunnel(api, scope, dead);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::kUnavailable);
 }
 
 TEST_CASE("berthd: tenants cannot see each other's workspaces", "[berthd]") {
