@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/auth.h"
 #include "controller/hypervisor/libvirt_hypervisor.h"
@@ -72,9 +73,7 @@ Status Daemon::EnsureAdminKey() {
   auto tenants = store_->ListTenants();
   if (!tenants) return Fail(tenants.error());
   if (!tenants->empty()) return {};
-  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
-  auto tenant = store_->CreateTenant("default", now);
+  auto tenant = store_->CreateTenant("default", UnixNow());
   if (!tenant) return Fail(tenant.error());
   auto key = auth_->CreateKey(tenant->id, api::Scope::kAdmin, "first admin key");
   if (!key) return Fail(key.error());

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
+#include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/json.h"
 
@@ -10,12 +11,6 @@ namespace {
 
 using http::bhttp::status;
 using http::bhttp::verb;
-
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 http::Task<void> Me(ApiContext&, http::Exchange& ex) {
   auto p = PrincipalOf(ex);

@@ -1,7 +1,6 @@
 // The workspace-scoped routes that mirror the agent's API (DESIGN.md, "The path of a request"):
 // authenticate, authorize, wake the workspace if it sleeps, count the request as activity and
 // hold it open as a stream while it lasts, then stream it through to the agent.
-#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "controller/api/api_server.h"
@@ -14,11 +13,6 @@ using workspace::State;
 using workspace::Workspace;
 
 constexpr std::chrono::milliseconds kPollEvery{250};
-
-http::Task<void> Sleep(std::chrono::milliseconds d) {
-  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, d);
-  co_await timer.async_wait(boost::asio::use_awaitable);
-}
 
 // The agent's target for ours: "/v1/workspaces/{ws}/files/a%20b?stat=1" -> "/v1/files/a%20b?stat=1".
 // Taken from the raw target, so the encoding reaches the agent untouched.
@@ -81,7 +75,7 @@ http::Task<Result<agent_client::AgentLink>> EnsureRunning(ApiContext& ctx, const
                      fmt::format("workspace '{}' did not become ready within {} s (it is {})", ws->name,
                                  ctx.options.wake_timeout.count(), workspace::StateName(ws->state)));
     }
-    co_await Sleep(kPollEvery);
+    co_await SleepFor(kPollEvery);
   }
 }
 

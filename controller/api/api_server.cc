@@ -1,5 +1,6 @@
 #include "controller/api/api_server.h"
 
+#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +18,11 @@ Principal PrincipalOf(http::Exchange& ex) {
   p.key_prefix = c.value("key_prefix", "");
   p.scope = ParseScope(c.value("scope", "read")).value_or(Scope::kRead);
   return p;
+}
+
+http::Task<void> SleepFor(std::chrono::milliseconds d) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, d);
+  co_await timer.async_wait(boost::asio::use_awaitable);
 }
 
 http::Task<bool> Require(http::Exchange& ex, Scope needed) {

@@ -49,6 +49,8 @@ struct ApiContext {
 
 // The principal the request runs as (set by the auth middleware).
 Principal PrincipalOf(http::Exchange& ex);
+// Resumes after `d` without holding a thread (polling loops: wake, wait, follow).
+http::Task<void> SleepFor(std::chrono::milliseconds d);
 // Sends 403 unless the principal has `needed`; true when allowed.
 http::Task<bool> Require(http::Exchange& ex, Scope needed);
 

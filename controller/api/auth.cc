@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
+#include "common/unix_time.h"
 
 namespace berth::api {
 namespace {
@@ -12,12 +13,6 @@ namespace {
 constexpr auto kCacheFor = std::chrono::seconds(10);
 // last_used_at is written at most this often per key (each write is an fsync).
 constexpr int64_t kTouchEvery = 60;
-
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 

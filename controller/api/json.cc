@@ -4,17 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "common/protocol/ports.h"
 #include "controller/workspace/request.h"
 
 namespace berth::api {
 
 std::string IsoTime(int64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return protocol::Iso8601(std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
 }
 
 nlohmann::json IsoOrNull(const std::optional<int64_t>& unix_seconds) {

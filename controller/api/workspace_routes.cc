@@ -1,9 +1,9 @@
 // /v1/workspaces: create, list, get, patch, delete, the lifecycle actions, waiting for a
 // state, events and usage. Reads need a read key, everything else a write key; every lookup
 // is by (the key's tenant, id or name), so another tenant's workspace is a 404.
-#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
+#include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/json.h"
 
@@ -17,11 +17,6 @@ using workspace::Workspace;
 
 constexpr std::chrono::milliseconds kPollEvery{250};
 constexpr std::chrono::seconds kKeepaliveEvery{15};
-
-http::Task<void> Sleep(std::chrono::milliseconds d) {
-  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, d);
-  co_await timer.async_wait(boost::asio::use_awaitable);
-}
 
 nlohmann::json Present(ApiContext& ctx, const Workspace& ws) {
   return WorkspaceJson(ws, ctx.service.Awake(ws.id));
@@ -203,7 +198,7 @@ http::Task<void> Wait(ApiContext& ctx, http::Exchange& ex) {
       co_await ex.SendError(error);
       co_return;
     }
-    co_await Sleep(kPollEvery * 2);
+    co_await SleepFor(kPollEvery * 2);
   }
 }
 
@@ -253,7 +248,7 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
       if (!co_await ex.WriteChunk(out)) co_return;
       last_write = std::chrono::steady_clock::now();
     }
-    co_await Sleep(kPollEvery * 2);
+    co_await SleepFor(kPollEvery * 2);
     events = co_await ctx.Blocking([&] { return ctx.store.ListEvents(id, cursor, 1000); });
     if (!events) co_return;
     // The workspace is gone once its "deleted" event has gone out: end the stream.
@@ -268,8 +263,7 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
 }
 
 http::Task<void> Usage(ApiContext& ctx, http::Exchange& ex) {
-  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t now = UnixNow();
   int64_t from = now - 30 * 24 * 3600;
   int64_t to = now;
   for (auto [key, target] : {std::pair<const char*, int64_t*>{"from", &from}, {"to", &to}}) {
@@ -287,17 +281,27 @@ http::Task<void> Usage(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
-  auto rows = co_await ctx.Blocking([&] { return ctx.store.Usage(tenant, from, to, now); });
+  // Rows and the names of their workspaces in one trip to the pool (deleted ones have none).
+  using Named = std::pair<store::Store::UsageRow, std::optional<std::string>>;
+  auto rows = co_await ctx.Blocking([&]() -> Result<std::vector<Named>> {
+    auto usage = ctx.store.Usage(tenant, from, to, now);
+    if (!usage) return Fail(usage.error());
+    std::vector<Named> out;
+    for (auto& r : *usage) {
+      auto ws = ctx.store.GetWorkspaceById(r.workspace_id);
+      out.emplace_back(std::move(r), ws ? std::optional<std::string>(ws->name) : std::nullopt);
+    }
+    return out;
+  });
   if (!rows) {
     co_await ex.SendError(rows.error());
     co_return;
   }
   nlohmann::json list = nlohmann::json::array();
   int64_t seconds = 0, vcpu_seconds = 0;
-  for (const auto& r : *rows) {
-    auto ws = co_await ctx.Blocking([&] { return ctx.store.GetWorkspaceById(r.workspace_id); });
+  for (const auto& [r, name] : *rows) {
     list.push_back({{"workspace", r.workspace_id},
-                    {"name", ws ? nlohmann::json(ws->name) : nlohmann::json(nullptr)},
+                    {"name", name ? nlohmann::json(*name) : nlohmann::json(nullptr)},
                     {"size", r.size ? nlohmann::json(*r.size) : nlohmann::json(nullptr)},
                     {"seconds", r.seconds},
                     {"vcpu_seconds", r.vcpu_seconds}});

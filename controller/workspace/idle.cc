@@ -44,7 +44,6 @@ std::vector<std::string> GuestReasons(const nlohmann::json& a, bool cpu_counts) 
 
 void WorkspaceService::IdleTick() {
   if (stopping_) return;
-  store::WorkspaceFilter filter;
   auto all = store_.ListAllWorkspaces();
   if (!all) return;
   for (const auto& ws : *all) {

@@ -232,7 +232,7 @@ void WorkspaceService::Boot(const std::string& id, bool woken) {
   ws->started_at = Now();
   ws->last_active_at = Now();
   NoteActivity(id);
-  if (!Transition(*ws, State::kRunning, woken ? "started" : "started",
+  if (!Transition(*ws, State::kRunning, "started",
                   fmt::format("agent ready after {:.1f} s{}", secs, woken ? " (woken by a request)" : ""))) {
     return;
   }

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/random.h"
+#include "common/unix_time.h"
 #include "controller/workspace/disks.h"
 #include "controller/workspace/service_runtime.h"
 
@@ -54,11 +55,7 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
       images_(options_.images_dir.empty() ? options_.data_dir / "images" : options_.images_dir),
       boot_slots_(std::max(1, options_.max_concurrent_boots)) {
   if (!options_.clock) {
-    options_.clock = [] {
-      return std::chrono::duration_cast<std::chrono::seconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-          .count();
-    };
+    options_.clock = UnixNow;
   }
   if (!options_.probe) options_.probe = agent_client::FetchActivity;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;

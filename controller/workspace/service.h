@@ -144,7 +144,6 @@ class WorkspaceService {
 
  private:
   struct Runtime;
-  enum class OpKind { kBoot, kStop, kHibernate, kDelete, kRestart, kFinishCreate };
 
   int64_t Now() const { return options_.clock(); }
   Layout LayoutFor(const std::string& id) const { return Layout(options_.data_dir, id); }
