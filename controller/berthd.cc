@@ -128,7 +128,6 @@ Status Daemon::Start() {
   sopt.stop_grace = std::chrono::seconds(config_.stop_grace_s);
   sopt.idle_poll = std::chrono::milliseconds(config_.idle_poll_ms);
   sopt.reconcile_every = std::chrono::seconds(config_.reconcile_every_s);
-  sopt.guest_cpu_counts = config_.transport != "unix";  // a host agent sees the host's CPU
   service_ = std::make_unique<workspace::WorkspaceService>(*store_, *hypervisor_,
                                                            std::move(*transport), std::move(sopt));
   if (auto s = service_->Run(); !s) return s;

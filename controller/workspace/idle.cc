@@ -62,7 +62,7 @@ void WorkspaceService::IdleCheck(const Workspace& ws) {
   std::vector<std::string> guest;
   if (auto link = Link(ws.id)) {
     auto activity = options_.probe(*link, std::chrono::milliseconds(3000));
-    if (activity) guest = GuestReasons(*activity, options_.guest_cpu_counts);
+    if (activity) guest = GuestReasons(*activity, !transport_->SharesHostCpu());
   }
   int64_t now = Now();
   auto rt = RuntimeFor(ws.id);

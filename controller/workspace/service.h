@@ -62,9 +62,6 @@ struct ServiceOptions {
   // The agent probe (GET /v1/activity with the boot's token); replaced in unit tests.
   std::function<Result<nlohmann::json>(const agent_client::AgentLink&, std::chrono::milliseconds)>
       probe;
-  // Whether guest CPU above the agent's threshold keeps a workspace awake. Off for the unix
-  // transport, whose "guest" is the host itself.
-  bool guest_cpu_counts = true;
   // Disk creation; replaced in unit tests that run no qemu-img.
   std::function<Status(const ImageVersion&, const Layout&, int disk_gib)> make_disks;
 };

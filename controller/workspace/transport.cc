@@ -136,6 +136,7 @@ class HostAgentTransport : public Transport {
  public:
   explicit HostAgentTransport(TransportOptions options) : options_(std::move(options)) {}
   std::string_view name() const override { return "unix"; }
+  bool SharesHostCpu() const override { return true; }
 
   Status BeforeStart(Workspace&, const Layout& layout, bool resume,
                      hypervisor::DomainSpec&) override {

@@ -33,6 +33,9 @@ class Transport {
   virtual void AfterStop(const Workspace& ws, const Layout& layout, bool saved) = 0;
   // Where the agent answers while the VM runs.
   virtual Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout& layout) const = 0;
+  // True when the "guest" is the host itself (the unix transport): its CPU load says nothing
+  // about the workspace, so it must not keep one awake.
+  virtual bool SharesHostCpu() const { return false; }
 };
 
 struct TransportOptions {
