@@ -128,13 +128,6 @@ void AgentConnectionPool::Put(const std::string& key, int fd) {
   list.push_back(Idle{fd, std::chrono::steady_clock::now()});
 }
 
-size_t AgentConnectionPool::IdleForTest() {
-  std::lock_guard lock(mutex_);
-  size_t n = 0;
-  for (auto& [k, v] : idle_) n += v.size();
-  return n;
-}
-
 namespace {
 
 // One exchange with the agent: the connection, the response parser and its buffer.

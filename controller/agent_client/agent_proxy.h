@@ -55,7 +55,6 @@ class AgentConnectionPool {
   int Take(const std::string& key);
   // Gives a connection back (its response was read to the end, nothing is buffered).
   void Put(const std::string& key, int fd);
-  size_t IdleForTest();
 
  private:
   struct Idle {

@@ -6,8 +6,7 @@
 // a file, reads a bad path (a tool error, isError), runs a background process, and sends
 // malformed JSON-RPC (JSON-RPC errors back, the server still answering afterwards).
 //
-// node tests/mcp/mcp_test.mjs --berthd=PATH --agent=PATH --stdio-bin=PATH
-//      [--stdio-subcommand=mcp] [--http-gateway=PATH] [--require-http=1]
+// node tests/mcp/mcp_test.mjs --berthd=PATH --agent=PATH --stdio-bin=PATH [--stdio-subcommand=mcp]
 // (CTest passes these; see tests/integration/CMakeLists.mcp.cmake.)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -33,20 +32,6 @@ for (const required of ['berthd', 'agent', 'stdio-bin']) {
     process.exit(2);
   }
 }
-
-// berthd's own /mcp must answer once berthd's sources mount it (they call ServeMcpHttp);
-// until then the HTTP half goes through --http-gateway, the same handler in front of berthd.
-function controllerMountsMcp() {
-  const controller = new URL('../../controller/', import.meta.url).pathname;
-  try {
-    return fs.readdirSync(controller, { recursive: true })
-      .filter((f) => f.endsWith('.cc'))
-      .some((f) => fs.readFileSync(path.join(controller, f), 'utf8').includes('ServeMcpHttp'));
-  } catch {
-    return false;
-  }
-}
-const requireHttp = args['require-http'] === '1' || controllerMountsMcp();
 
 let sdk;
 try {
@@ -170,7 +155,6 @@ async function stopBerthd() {
 
 let url;
 let key;
-let gateway = null;
 
 async function api(method, route, body, token = key) {
   const response = await fetch(url + route, {
@@ -425,22 +409,10 @@ try {
                Accept: 'application/json, text/event-stream' },
     body: '{not json',
   });
-  let mcpUrl = `${url}/mcp`;
-  let probe = await probeMcp(url);
-  let probeBody = await probe.text();
-  if (probe.status === 404 && !requireHttp && args['http-gateway']) {
-    console.log('note: berthd does not serve /mcp yet: HTTP goes through berth-mcp-http-gateway');
-    gateway = spawn(args['http-gateway'], [`--url=${url}`], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    gateway.stdout.on('data', (d) => { out += d; });
-    const base = await waitFor('the gateway to listen', () => /listening on (\S+)/.exec(out)?.[1], 20_000);
-    mcpUrl = `${base}/mcp`;
-    probe = await probeMcp(base);
-    probeBody = await probe.text();
-  }
-  if (probe.status === 404 && !requireHttp) {
-    console.log(`SKIP http: berthd does not serve /mcp yet (404: ${probeBody.trim()})`);
-  } else {
+  const mcpUrl = `${url}/mcp`;
+  const probe = await probeMcp(url);
+  const probeBody = await probe.text();
+  {
     await step('http: a body that is not JSON is a 400 with a JSON-RPC parse error', async () => {
       assert.equal(probe.status, 400, probeBody);
       assert.equal(JSON.parse(probeBody).error.code, -32700);
@@ -530,7 +502,6 @@ try {
   failed++;
   console.log(`FAIL ${e.stack || e}`);
 } finally {
-  gateway?.kill('SIGTERM');
   await deleteWorkspaces();
   await stopBerthd();
   killLeftovers();
