@@ -72,6 +72,10 @@ http::Task<void> HandleExec(http::Exchange& ex, const Services& services) {
     co_await ex.SendError(req.error());
     co_return;
   }
+  if (auto env = protocol::ApplyEnvHeader(ex.header(protocol::kDefaultEnvHeader), req->env); !env) {
+    co_await ex.SendError(env.error());
+    co_return;
+  }
   bool stream = WantsNdjson(ex);
   // stdin: the given string (then closed), a pipe kept open for a background process, or
   // /dev/null.

@@ -140,8 +140,10 @@ http::Task<void> WriteLoop(std::shared_ptr<Session> s) {
 }
 
 // Reads the start message and starts the process.
+// `default_env`: the Berth-Env header of the upgrade request.
 http::Task<Result<std::shared_ptr<Process>>> StartFromMessage(http::WebSocket& ws,
-                                                              const Services& services) {
+                                                              const Services& services,
+                                                              std::string default_env) {
   boost::beast::flat_buffer buffer;
   asio::steady_timer timer(co_await asio::this_coro::executor, kStartTimeout);
   timer.async_wait([&ws](boost::system::error_code ec) {
@@ -154,6 +156,7 @@ http::Task<Result<std::shared_ptr<Process>>> StartFromMessage(http::WebSocket& w
   auto msg = nlohmann::json::parse(boost::beast::buffers_to_string(buffer.data()), nullptr, false);
   auto start = protocol::SessionStart::FromJson(msg);
   if (!start) co_return Fail(start.error());
+  if (auto env = protocol::ApplyEnvHeader(default_env, start->env); !env) co_return Fail(env.error());
   auto spec = PrepareSpawn(services.options.default_user, start->cmd, start->env, start->cwd,
                            start->user, start->pty, /*stdin_pipe=*/true);
   if (!spec) co_return Fail(spec.error());
@@ -179,6 +182,13 @@ http::Task<void> ServeExecSession(http::Exchange& ex, const Services& services) 
     co_await ex.SendError({ErrorCode::kInvalidArgument, "this endpoint needs a WebSocket upgrade"});
     co_return;
   }
+  // Checked before the upgrade, so a bad header is an HTTP 400 like any other bad request.
+  std::string default_env(ex.header(protocol::kDefaultEnvHeader));
+  protocol::EnvOverrides checked;
+  if (auto env = protocol::ApplyEnvHeader(default_env, checked); !env) {
+    co_await ex.SendError(env.error());
+    co_return;
+  }
   auto ws = co_await ex.AcceptWebSocket();
   if (!ws) co_return;
   auto guard = services.processes.OpenStream("session");
@@ -186,7 +196,7 @@ http::Task<void> ServeExecSession(http::Exchange& ex, const Services& services) 
   if (attached) {
     s->process = attached;
   } else {
-    auto started = co_await StartFromMessage(*s->ws, services);
+    auto started = co_await StartFromMessage(*s->ws, services, std::move(default_env));
     if (!started) {
       co_await Refuse(*s->ws, started.error());
       co_return;

@@ -106,6 +106,26 @@ constexpr SignalEntry kSignals[] = {
 
 }  // namespace
 
+std::string EnvHeaderValue(const json& env) {
+  return env.dump(-1, ' ', /*ensure_ascii=*/true);
+}
+
+Status ApplyEnvHeader(std::string_view value, EnvOverrides& env) {
+  if (value.empty()) return {};
+  auto parsed = json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("{} must be a JSON object of strings", kDefaultEnvHeader));
+  }
+  auto defaults = EnvFromJson(json{{"env", std::move(parsed)}});
+  if (!defaults) {
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {}", kDefaultEnvHeader, defaults.error().message));
+  }
+  env.merge(*defaults);  // keeps the request's own entries
+  return {};
+}
+
 Result<Command> CommandFromJson(const json& value) {
   if (value.is_string()) {
     const auto& s = value.get_ref<const std::string&>();

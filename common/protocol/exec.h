@@ -45,6 +45,17 @@ Status ValidateTag(std::string_view tag);
 // Environment given by the caller: a null value removes a variable from the base environment.
 using EnvOverrides = std::map<std::string, std::optional<std::string>>;
 
+// Request header on POST /v1/exec and GET /v1/exec/ws: environment that applies under the
+// request's own `env` (the request's variables win). berthd sends a workspace's `env` in it,
+// so the workspace env reaches interactive sessions as well as execs. The value is a JSON
+// object of strings, written as ASCII (non-ASCII characters as \u escapes).
+inline constexpr std::string_view kDefaultEnvHeader = "Berth-Env";
+// The header's value for `env`, a JSON object of variable names to strings.
+std::string EnvHeaderValue(const nlohmann::json& env);
+// Parses the header's value (empty: no variables) and puts each variable into `env` unless
+// `env` already has it.
+Status ApplyEnvHeader(std::string_view value, EnvOverrides& env);
+
 struct ExecRequest {
   ExecRequest() = default;
   Command cmd;

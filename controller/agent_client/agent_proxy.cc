@@ -155,7 +155,7 @@ void Recycle(Upstream& up, AgentConnectionPool* pool, const std::string& key) {
 
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options, AgentConnectionPool* pool,
-                              std::optional<std::string> body) {
+                              const std::vector<std::pair<std::string, std::string>>& extra_headers) {
   auto executor = co_await asio::this_coro::executor;
   auto asio_ep = link.endpoint.ToAsio();
   if (!asio_ep) {
@@ -180,14 +180,13 @@ http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::st
     req.set(bhttp::field::connection, "Upgrade");
     req.set(bhttp::field::upgrade, ex.header(bhttp::field::upgrade));
   }
-  bool has_body = !ex.body_done() && !body;
+  for (const auto& [name, value] : extra_headers) req.set(name, value);
+  bool has_body = !ex.body_done();
   auto length = in.payload_size();  // set when the client sent Content-Length
-  if (body) length = body->size();
   // A small body is read first, so the request can be sent again on a fresh connection when
   // a pooled one turns out to have been closed; larger bodies stream through a new connection.
   bool replayable = !upgrade && (!has_body || (length && *length <= kChunk));
-  std::string small_body = body.value_or("");
-  if (body) req.content_length(small_body.size());
+  std::string small_body;
   if (has_body && replayable) {
     auto body = co_await ex.ReadBody(kChunk);
     if (!body) {

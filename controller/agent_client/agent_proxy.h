@@ -68,12 +68,12 @@ class AgentConnectionPool {
 // Forwards `ex` to the agent as `target` (the agent's path and query, already encoded).
 // Answers the client in every case (a 503 when the agent cannot be reached). Call on the
 // connection's strand (from its handler).
-// `body`, when given, replaces the request body (the caller has read and rewritten it).
+// `extra_headers` are set on the request to the agent (replacing any the client sent).
 // With a `pool`, requests whose body is small enough to buffer (so they can be sent again
 // when a pooled connection turns out to be closed) reuse idle connections.
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options = {},
                               AgentConnectionPool* pool = nullptr,
-                              std::optional<std::string> body = std::nullopt);
+                              const std::vector<std::pair<std::string, std::string>>& extra_headers = {});
 
 }  // namespace berth::agent_client

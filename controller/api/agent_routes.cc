@@ -3,6 +3,7 @@
 // hold it open as a stream while it lasts, then stream it through to the agent.
 #include <fmt/format.h>
 
+#include "common/protocol/exec.h"
 #include "controller/api/api_server.h"
 
 namespace berth::api {
@@ -94,26 +95,16 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
     co_await ex.SendError(link.error());
     co_return;
   }
-  // The workspace's env under each exec's own (the request's variables win).
-  std::optional<std::string> body;
-  if (kind == "exec" && ex.method() == verb::post && !ws->env.empty()) {
-    auto request = co_await ex.ReadJson();
-    if (!request) {
-      co_await ex.SendError(request.error());
-      co_return;
-    }
-    if (request->is_object()) {
-      nlohmann::json env = ws->env;
-      if (auto it = request->find("env"); it != request->end() && it->is_object()) env.update(*it);
-      (*request)["env"] = env;
-    }
-    body = request->dump();
+  // The workspace's env, under each exec's or session's own (the request's variables win).
+  std::vector<std::pair<std::string, std::string>> headers;
+  if ((kind == "exec" || kind == "session") && !ws->env.empty()) {
+    headers.emplace_back(protocol::kDefaultEnvHeader, protocol::EnvHeaderValue(ws->env));
   }
   // Open for as long as the request lasts: a long exec, a PTY, a tunnel, a download.
   auto guard = ctx.service.OpenStream(ws->id, kind);
   std::string target = AgentTarget(ex.target());
   co_await agent_client::ProxyToAgent(ex, *link, std::move(target), ctx.options.proxy,
-                                      &ctx.agent_connections, std::move(body));
+                                      &ctx.agent_connections, headers);
 }
 
 }  // namespace

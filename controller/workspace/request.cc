@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/protocol/exec.h"
 #include "controller/workspace/image_store.h"
 
 namespace berth::workspace {
@@ -49,6 +50,9 @@ Status ValidateEnv(const json& env) {
     bool ok = !k.empty() && !(k[0] >= '0' && k[0] <= '9');
     for (char c : k) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
     if (!ok) return Fail(Invalid(fmt::format("'{}' is not a valid environment variable name", k)));
+  }
+  if (protocol::EnvHeaderValue(env).size() > kMaxEnvBytes) {
+    return Fail(Invalid(fmt::format("'env' is larger than {} bytes as JSON", kMaxEnvBytes)));
   }
   return {};
 }
@@ -177,8 +181,12 @@ Status ApplyPatch(const json& body, Workspace& ws) {
     } else if (k == "auto_start") {
       if (!v.is_boolean()) return Fail(Invalid("'auto_start' must be true or false"));
       out.auto_start = v.get<bool>();
+    } else if (k == "env") {
+      // Replaces the whole env; it applies to the next exec or session.
+      if (auto s = ValidateEnv(v); !s) return s;
+      out.env = v;
     } else {
-      return Fail(Invalid(fmt::format("'{}' cannot be changed (name, labels, idle_timeout, "
+      return Fail(Invalid(fmt::format("'{}' cannot be changed (name, labels, env, idle_timeout, "
                                       "idle_action, max_runtime, auto_start can)", k)));
     }
   }

@@ -20,6 +20,9 @@ inline constexpr int kMaxDiskGib = 2048;         // qcow2 is sparse; this only c
 inline constexpr int64_t kMinIdleTimeout = 10;   // shorter would stop a VM still booting tools
 inline constexpr int64_t kMaxDuration = 365LL * 24 * 3600;
 inline constexpr size_t kMaxEnvEntries = 256;
+// The env travels to the agent in one request header (Berth-Env), under the agent's 16 KiB
+// header limit with room for the rest of the request.
+inline constexpr size_t kMaxEnvBytes = 12 * 1024;
 inline constexpr size_t kMaxLabels = 64;
 inline constexpr size_t kMaxLabelBytes = 256;    // each key and each value
 

@@ -317,7 +317,16 @@ Result<Workspace> WorkspaceService::Patch(const std::string& tenant_id,
     fresh.updated_at = Now();
     return {};
   });
-  if (ws) Record(*ws, "updated", body.dump());
+  if (ws) {
+    // Env values are often secrets: the event names the variables, not their values.
+    nlohmann::json detail = body;
+    if (auto it = detail.find("env"); it != detail.end() && it->is_object()) {
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& [name, value] : it->items()) names.push_back(name);
+      *it = {{"names", names}};
+    }
+    Record(*ws, "updated", detail.dump());
+  }
   return ws;
 }
 

@@ -226,6 +226,46 @@ TEST_CASE("berthd: exec, files and sessions stream through to the agent", "[bert
   CHECK(nowhere->status == 404);
 }
 
+TEST_CASE("berthd: a workspace's env reaches execs and sessions, under their own", "[berthd]") {
+  auto api = Berthd().Admin();
+  Create(api, {{"name", "with-env"}, {"env", {{"GREETING", "hello world"}, {"BOTH", "workspace"}}}});
+  std::string scope = "/v1/workspaces/with-env";
+
+  protocol::ExecRequest req;
+  req.cmd = std::string("echo \"$GREETING|$BOTH\"");
+  req.env["BOTH"] = "exec";
+  auto result = client::Exec(api, scope, req);
+  REQUIRE(result.has_value());
+  CHECK(result->stdout_data == "hello world|exec\n");
+
+  // An interactive session gets it too (a shell, as `berth shell` opens).
+  protocol::SessionStart start;
+  start.cmd = std::string("echo \"$GREETING|$BOTH\"");
+  start.pty = protocol::PtySize{80, 24};
+  auto session = client::OpenSession(api, scope, start);
+  REQUIRE(session.has_value());
+  std::string out;
+  auto end = (*session)->WaitEnd(std::chrono::seconds(10), &out);
+  REQUIRE(end.has_value());
+  CHECK(out.find("hello world|workspace") != std::string::npos);
+
+  // A workspace's env changed by PATCH applies to the next exec.
+  REQUIRE(api.Json(verb::patch, scope, json{{"env", {{"GREETING", "changed"}}}}).has_value());
+  req.env.clear();
+  result = client::Exec(api, scope, req);
+  REQUIRE(result.has_value());
+  CHECK(result->stdout_data == "changed|\n");
+  // The event names the variables but keeps their values out of the log.
+  auto events = api.Json(verb::get, scope + "/events?limit=1000");
+  REQUIRE(events.has_value());
+  CHECK(events->dump().find("GREETING") != std::string::npos);
+  CHECK(events->dump().find("changed") == std::string::npos);
+
+  auto too_big = api.Json(verb::patch, scope, json{{"env", {{"BIG", std::string(13 * 1024, 'x')}}}});
+  REQUIRE_FALSE(too_big.has_value());
+  CHECK(too_big.error().code == ErrorCode::kInvalidArgument);
+}
+
 TEST_CASE("berthd: tunnels to a guest port, raw and WebSocket, through berthd", "[berthd]") {
   auto api = Berthd().Admin();
   Create(api, {{"name", "tunneled"}});

@@ -94,6 +94,31 @@ TEST_CASE("exec sets env and cwd over a clean environment", "[exec]") {
   CHECK(err.error().message.find("nope") != std::string::npos);
 }
 
+TEST_CASE("exec takes defaults from the Berth-Env header, under its own env", "[exec]") {
+  testing::TestAgent agent;
+  auto client = agent.Client();
+  client::Headers env_header = {
+      {std::string(protocol::kDefaultEnvHeader),
+       protocol::EnvHeaderValue({{"FROM_HEADER", "h\u00e9"}, {"BOTH", "header"}})}};
+  CHECK(env_header[0].second.find("\\u00e9") != std::string::npos);  // ASCII on the wire
+  nlohmann::json body = {{"cmd", "echo \"$FROM_HEADER|$BOTH\""}, {"env", {{"BOTH", "request"}}}};
+  auto r = client.Json(http::bhttp::verb::post, "/v1/exec", body, env_header);
+  REQUIRE(r);
+  CHECK((*r)["stdout"] == "h\u00e9|request\n");
+
+  for (std::string bad : {"not json", "[1]", "{\"A\": 1}", "{\"A=B\": \"x\"}"}) {
+    INFO(bad);
+    auto refused = client.Json(http::bhttp::verb::post, "/v1/exec", body,
+                               {{std::string(protocol::kDefaultEnvHeader), bad}});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ErrorCode::kInvalidArgument);
+    // The WebSocket session refuses it before the upgrade.
+    auto ws = client.OpenWebSocket("/v1/exec/ws", {{std::string(protocol::kDefaultEnvHeader), bad}});
+    REQUIRE_FALSE(ws);
+    CHECK(ws.error().code == ErrorCode::kInvalidArgument);
+  }
+}
+
 TEST_CASE("exec feeds stdin and closes it", "[exec]") {
   testing::TestAgent agent;
   auto client = agent.Client();
