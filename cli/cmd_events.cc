@@ -50,7 +50,7 @@ Result<int> Events(Context& ctx, const EventOptions& o) {
   auto client = ctx.Client();
   if (!client) return Fail(client.error());
   client::NdjsonSplitter splitter([&](const nlohmann::json& event) -> Status {
-    if (!event.is_object() || event.value("type", "") == "keepalive") return {};
+    if (!event.is_object() || (event.contains("type") && event["type"] == "keepalive")) return {};
     if (ctx.json()) {
       ctx.out() << event.dump() << "\n";
     } else {

@@ -57,8 +57,12 @@ http::Task<Status> HandleControl(Session& s, const std::string& text) {
   }
   std::string type = msg["type"].get<std::string>();
   if (type == "resize") {
-    auto cols = msg.value("cols", 0);
-    auto rows = msg.value("rows", 0);
+    auto dimension = [&msg](const char* key) -> int64_t {
+      auto it = msg.find(key);
+      return it != msg.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+    };
+    int64_t cols = dimension("cols");
+    int64_t rows = dimension("rows");
     if (cols <= 0 || rows <= 0 || cols > 10000 || rows > 10000) {
       co_return Fail(ErrorCode::kInvalidArgument, "resize needs cols and rows between 1 and 10000");
     }
@@ -66,9 +70,11 @@ http::Task<Status> HandleControl(Session& s, const std::string& text) {
     co_return s.process->Resize(size);
   }
   if (type == "signal") {
-    std::string name = msg.contains("signal") && msg["signal"].is_number_integer()
-                           ? std::to_string(msg["signal"].get<int>())
-                           : msg.value("signal", "");
+    auto it = msg.find("signal");
+    std::string name = it == msg.end()                ? std::string()
+                       : it->is_number_integer()      ? std::to_string(it->get<int64_t>())
+                       : it->is_string()              ? it->get<std::string>()
+                                                      : std::string("(not a name or number)");
     auto signo = protocol::SignalFromName(name);
     if (!signo) co_return Fail(signo.error());
     co_return s.process->Signal(*signo);

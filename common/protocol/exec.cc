@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,21 @@ Result<std::optional<uint64_t>> OptUint(const json& j, const char* key) {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("{} must be a non-negative integer", key));
   }
   return std::optional<uint64_t>(it->get<uint64_t>());
+}
+
+// For answers read by clients, which take what they understand: j[key] when it is there
+// with the type of `fallback`, otherwise `fallback` (json::value throws on a wrong type).
+template <class T>
+T Tolerant(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->get<bool>() : fallback;
+  } else if constexpr (std::is_integral_v<T>) {
+    return it->is_number_integer() ? it->get<T>() : fallback;
+  } else {
+    return it->is_string() ? it->get<std::string>() : fallback;
+  }
 }
 
 Result<bool> OptBool(const json& j, const char* key) {
@@ -247,12 +263,12 @@ Result<ExecResult> ExecResult::FromJson(const json& j) {
     return Fail(ErrorCode::kInternal, "exec result is not an object with a pid");
   }
   ExecResult r;
-  r.pid = j.value("pid", 0);
+  r.pid = Tolerant(j, "pid", 0);
   if (j.contains("tag") && j["tag"].is_string()) r.tag = j["tag"].get<std::string>();
   r.exit = ExitFromJson(j);
-  r.stdout_data = j.value("stdout", "");
-  r.stderr_data = j.value("stderr", "");
-  r.truncated = j.value("truncated", false);
+  r.stdout_data = Tolerant(j, "stdout", std::string());
+  r.stderr_data = Tolerant(j, "stderr", std::string());
+  r.truncated = Tolerant(j, "truncated", false);
   return r;
 }
 
@@ -310,7 +326,7 @@ Result<ExecEvent> ExecEvent::FromJson(const json& j) {
   ExecEvent e;
   if (t == "start" || t == "attached" || t == "started") {
     e.type = t == "attached" ? Type::kAttached : Type::kStart;
-    e.pid = j.value("pid", 0);
+    e.pid = Tolerant(j, "pid", 0);
     if (j.contains("tag") && j["tag"].is_string()) e.tag = j["tag"].get<std::string>();
   } else if (t == "stdout" || t == "stderr") {
     e.type = t == "stdout" ? Type::kStdout : Type::kStderr;
@@ -333,8 +349,8 @@ Result<ExecEvent> ExecEvent::FromJson(const json& j) {
     e.type = Type::kError;
     Error err{ErrorCode::kInternal, "error"};
     if (j.contains("error") && j["error"].is_object()) {
-      err.code = ErrorCodeFromName(j["error"].value("code", "")).value_or(ErrorCode::kInternal);
-      err.message = j["error"].value("message", "");
+      err.code = ErrorCodeFromName(Tolerant(j["error"], "code", std::string())).value_or(ErrorCode::kInternal);
+      err.message = Tolerant(j["error"], "message", std::string());
     }
     e.error = err;
   } else {
@@ -356,7 +372,7 @@ json SessionStart::ToJson() const {
 }
 
 Result<SessionStart> SessionStart::FromJson(const json& j) {
-  if (!j.is_object() || j.value("type", "") != "start") {
+  if (!j.is_object() || !j.contains("type") || j["type"] != "start") {
     return Fail(ErrorCode::kInvalidArgument, R"(the first message must be {"type":"start",...})");
   }
   SessionStart s;
@@ -417,19 +433,19 @@ Result<ProcessInfo> ProcessInfo::FromJson(const json& j) {
     return Fail(ErrorCode::kInternal, "process is not an object with a pid");
   }
   ProcessInfo p;
-  p.pid = j.value("pid", 0);
+  p.pid = Tolerant(j, "pid", 0);
   if (j.contains("tag") && j["tag"].is_string()) p.tag = j["tag"].get<std::string>();
-  p.cmd = j.value("cmd", json());
-  p.user = j.value("user", "");
-  p.pty = j.value("pty", false);
-  p.running = j.value("status", "") == "running";
+  p.cmd = j.contains("cmd") ? j["cmd"] : json();
+  p.user = Tolerant(j, "user", std::string());
+  p.pty = Tolerant(j, "pty", false);
+  p.running = Tolerant(j, "status", std::string()) == "running";
   p.exit = ExitFromJson(j);
-  p.started_at = j.value("started_at", "");
+  p.started_at = Tolerant(j, "started_at", std::string());
   if (j.contains("ended_at") && j["ended_at"].is_string()) {
     p.ended_at = j["ended_at"].get<std::string>();
   }
-  p.stdout_bytes = j.value("stdout_bytes", uint64_t{0});
-  p.stderr_bytes = j.value("stderr_bytes", uint64_t{0});
+  p.stdout_bytes = Tolerant(j, "stdout_bytes", uint64_t{0});
+  p.stderr_bytes = Tolerant(j, "stderr_bytes", uint64_t{0});
   return p;
 }
 

@@ -32,7 +32,11 @@ std::vector<std::string> GuestReasons(const nlohmann::json& a, bool cpu_counts) 
   if (auto leases = a.find("leases"); leases != a.end() && leases->is_array()) {
     for (const auto& lease : *leases) {
       if (reasons.size() >= 20) break;
-      std::string why = lease.is_object() ? lease.value("reason", std::string()) : std::string();
+      // The guest writes this: anything but a string is ignored, never thrown on.
+      std::string why;
+      if (lease.is_object() && lease.contains("reason") && lease["reason"].is_string()) {
+        why = lease["reason"].get<std::string>();
+      }
       if (why.size() > 200) why.resize(200);
       reasons.push_back(why.empty() ? "keep-awake lease" : "keep-awake lease: " + why);
     }

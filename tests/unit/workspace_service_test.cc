@@ -313,6 +313,17 @@ TEST_CASE("service: idle stop, and what keeps a workspace awake", "[service][idl
     f.service->IdleTickForTest();
     REQUIRE(f.Reaches(ws.id, State::kStopped));
   }
+  SECTION("a lease with a reason that is not a string still keeps it awake") {
+    {
+      std::lock_guard lock(f.activity_mutex);
+      f.activity = {{"leases", {{{"reason", 5}}, {{"reason", {{"nested", true}}}}}}};
+    }
+    f.now += 601;
+    f.service->IdleTickForTest();
+    CHECK(f.StateOf(ws.id) == State::kRunning);
+    std::vector<std::string> expected = {"keep-awake lease", "keep-awake lease"};
+    CHECK(f.service->Awake(ws.id).reasons == expected);
+  }
   SECTION("idle_action hibernate") {
     REQUIRE(f.service->Patch(f.tenant, "idle", {{"idle_action", "hibernate"}}).has_value());
     f.now += 601;
