@@ -17,7 +17,10 @@
 //      - PortForwarder in raw mode (local listener → raw tunnel → agent → sink: two relays),
 //        what `berth port-forward` gives any program;
 //      - PortForwarder in WebSocket mode (the same two relays, framed and masked);
-//      - `ssh -L`.
+//      - `ssh -L`;
+//      - a bare splice relay (bench_util's SpliceRelay: blocking splice, nothing else), the
+//        floor of what any relay costs on this machine, so the agent's own overhead shows
+//        apart from the cost of a second TCP connection.
 //    Each timed run includes opening the connection (and the tunnel). The paths take turns in
 //    each of the --repeats rounds, so load that comes and goes hits them alike; the best run of
 //    each path is kept.
@@ -324,6 +327,7 @@ int main(int argc, char** argv) {
   section("tunnel", [&] {
     // ---- tunnel -----------------------------------------------------------------------
     SinkServer sink;
+    SpliceRelay bare_relay(sink.port());
     uint64_t bytes = static_cast<uint64_t>(c.tunnel_mib) << 20;
     tunnel::PortForwarder::Options raw_options;
     raw_options.mode = tunnel::TunnelMode::kRaw;
@@ -347,7 +351,7 @@ int main(int argc, char** argv) {
       double cpu = -1;
       double Best() const { return mbs.empty() ? -1 : *std::max_element(mbs.begin(), mbs.end()); }
     };
-    Path direct, raw_library, raw_forwarded, ws_forwarded, via_ssh;
+    Path direct, bare, raw_library, raw_forwarded, ws_forwarded, via_ssh;
     double gib = static_cast<double>(bytes) / (1u << 30);
     auto run = [&](Path& path, const std::function<double()>& send, bool count_cpu = true) {
       double before = CpuSeconds(c.agent_pid);
@@ -359,6 +363,7 @@ int main(int argc, char** argv) {
     };
     for (int i = 0; i < c.repeats; ++i) {
       run(direct, [&] { return SendToSink(sink.port(), bytes); });
+      run(bare, [&] { return SendToSink(bare_relay.port(), bytes); });
       run(raw_library, [&] { return SendThroughRawTunnel(client, sink.port(), bytes); });
       run(raw_forwarded, [&] { return SendToSink((*raw_forwarder)->local_port(), bytes); });
       run(ws_forwarded, [&] { return SendToSink((*ws_forwarder)->local_port(), bytes); });
@@ -396,15 +401,21 @@ int main(int argc, char** argv) {
                          median_ratio(path), cpu, cpu_ratio));
     };
     row("direct TCP to the sink", 0, direct);
+    row("bare splice relay → sink (the floor of any relay)", 1, bare);
     row("agent, raw: OpenRawTunnel socket → /v1/tunnel → sink", 1, raw_library);
     row("agent, raw: PortForwarder → /v1/tunnel → sink", 2, raw_forwarded);
     row("agent, WebSocket: PortForwarder → /v1/tunnel → sink", 2, ws_forwarded);
     row("ssh -L → sink", 2, via_ssh);
     r.Line("");
     double lib = median_ratio(raw_library);
+    double floor = median_ratio(bare);
     double fwd = median_ratio(raw_forwarded);
     r.Line(fmt::format("- agent raw tunnel (library socket) / direct: {:.2f}x (bar >= 0.9x): {}",
                        lib, Verdict(lib >= 0.9)));
+    r.Line(fmt::format("- bare splice relay / direct: {:.2f}x: what one relay costs here at the "
+                       "least", floor));
+    r.Line(fmt::format("- agent raw tunnel (library socket) / bare splice relay: {:.2f}x",
+                       floor > 0 ? lib / floor : -1.0));
     r.Line(fmt::format("- agent raw tunnel (PortForwarder) / direct: {:.2f}x (bar >= 0.9x): {}",
                        fwd, Verdict(fwd >= 0.9)));
     r.Line(fmt::format("- agent WebSocket tunnel (PortForwarder) / direct: {:.2f}x",

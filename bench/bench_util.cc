@@ -93,40 +93,83 @@ bool WaitForPort(uint16_t port, std::chrono::seconds limit) {
   return false;
 }
 
-SinkServer::SinkServer() {
+LoopbackServer::LoopbackServer(const char* what, std::function<void(int fd)> serve) {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd_, 16) != 0) {
-    throw std::runtime_error("sink: bind/listen failed");
+    close(fd_);
+    throw std::runtime_error(std::string(what) + ": bind/listen failed");
   }
   socklen_t len = sizeof(addr);
   getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
-  thread_ = std::thread([this] {
-    std::vector<char> buf(1 << 20);
+  thread_ = std::thread([this, serve = std::move(serve)] {
     while (!stop_) {
-      int c = accept(fd_, nullptr, nullptr);
+      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) continue;
-      uint64_t count = 0;
-      for (;;) {
-        ssize_t n = read(c, buf.data(), buf.size());
-        if (n <= 0) break;
-        count += static_cast<uint64_t>(n);
-      }
-      (void)!write(c, &count, sizeof(count));
+      serve(c);
       close(c);
     }
   });
 }
 
-SinkServer::~SinkServer() {
+LoopbackServer::~LoopbackServer() {
   stop_ = true;
   shutdown(fd_, SHUT_RDWR);
   thread_.join();
   close(fd_);
 }
+
+SinkServer::SinkServer()
+    : server_("sink", [buf = std::vector<char>(1 << 20)](int c) mutable {
+        uint64_t count = 0;
+        for (;;) {
+          ssize_t n = read(c, buf.data(), buf.size());
+          if (n <= 0) break;
+          count += static_cast<uint64_t>(n);
+        }
+        (void)!write(c, &count, sizeof(count));
+      }) {}
+
+namespace {
+
+void RelayOnce(int client, uint16_t target_port) {
+  int target = ConnectLoopback(target_port);
+  if (target < 0) return;
+  int one = 1;
+  setsockopt(target, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    close(target);
+    return;
+  }
+  fcntl(pipe_fds[1], F_SETPIPE_SZ, 1 << 20);
+  for (;;) {
+    ssize_t n = splice(client, nullptr, pipe_fds[1], nullptr, 1 << 20, SPLICE_F_MOVE);
+    if (n <= 0) break;
+    while (n > 0) {
+      ssize_t m = splice(pipe_fds[0], nullptr, target, nullptr, static_cast<size_t>(n),
+                         SPLICE_F_MOVE);
+      if (m <= 0) break;
+      n -= m;
+    }
+    if (n > 0) break;
+  }
+  shutdown(target, SHUT_WR);
+  char answer[64];
+  ssize_t n;
+  while ((n = read(target, answer, sizeof(answer))) > 0) (void)!write(client, answer, n);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  close(target);
+}
+
+}  // namespace
+
+SpliceRelay::SpliceRelay(uint16_t target)
+    : server_("splice relay", [target](int c) { RelayOnce(c, target); }) {}
 
 double SendThroughSocket(int fd, uint64_t bytes, Clock::time_point start) {
   std::vector<char> buf(1 << 20, 'x');

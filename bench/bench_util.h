@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,12 +32,12 @@ uint16_t FreePort();
 int ConnectLoopback(uint16_t port);
 bool WaitForPort(uint16_t port, std::chrono::seconds limit);
 
-// A TCP server on 127.0.0.1 that serves one connection at a time: reads until EOF counting
-// bytes, answers with the count as 8 bytes, closes.
-class SinkServer {
+// A TCP listener on 127.0.0.1 (port chosen by the kernel) whose thread hands each accepted
+// connection, one at a time, to `serve` and closes it afterwards.
+class LoopbackServer {
  public:
-  SinkServer();
-  ~SinkServer();
+  LoopbackServer(const char* what, std::function<void(int fd)> serve);
+  ~LoopbackServer();
   uint16_t port() const { return port_; }
 
  private:
@@ -44,6 +45,30 @@ class SinkServer {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// A TCP server on 127.0.0.1 that serves one connection at a time: reads until EOF counting
+// bytes, answers with the count as 8 bytes, closes.
+class SinkServer {
+ public:
+  SinkServer();
+  uint16_t port() const { return server_.port(); }
+
+ private:
+  LoopbackServer server_;
+};
+
+// The least a relay can do, to tell a relay's own cost from the cost of relaying at all: a
+// listener on 127.0.0.1 that, for one connection at a time, connects to 127.0.0.1:target and
+// moves the client's bytes there with blocking splice(2) through a 1 MiB pipe (no protocol, no
+// event loop, no copy into user space), then copies the target's answer back.
+class SpliceRelay {
+ public:
+  explicit SpliceRelay(uint16_t target);
+  uint16_t port() const { return server_.port(); }
+
+ private:
+  LoopbackServer server_;
 };
 
 // Sends `bytes` to 127.0.0.1:port from a 1 MiB buffer, half-closes, waits for the sink's
