@@ -155,7 +155,7 @@ void Recycle(Upstream& up, AgentConnectionPool* pool, const std::string& key) {
 
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options, AgentConnectionPool* pool,
-                              const std::vector<std::pair<std::string, std::string>>& extra_headers) {
+                              const ExtraHeaders& extra_headers) {
   auto executor = co_await asio::this_coro::executor;
   auto asio_ep = link.endpoint.ToAsio();
   if (!asio_ep) {

@@ -65,6 +65,8 @@ class AgentConnectionPool {
   std::map<std::string, std::vector<Idle>> idle_;
 };
 
+using ExtraHeaders = std::vector<std::pair<std::string, std::string>>;
+
 // Forwards `ex` to the agent as `target` (the agent's path and query, already encoded).
 // Answers the client in every case (a 503 when the agent cannot be reached). Call on the
 // connection's strand (from its handler).
@@ -74,6 +76,6 @@ class AgentConnectionPool {
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options = {},
                               AgentConnectionPool* pool = nullptr,
-                              const std::vector<std::pair<std::string, std::string>>& extra_headers = {});
+                              const ExtraHeaders& extra_headers = {});
 
 }  // namespace berth::agent_client

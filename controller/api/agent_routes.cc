@@ -96,7 +96,7 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
     co_return;
   }
   // The workspace's env, under each exec's or session's own (the request's variables win).
-  std::vector<std::pair<std::string, std::string>> headers;
+  agent_client::ExtraHeaders headers;
   if ((kind == "exec" || kind == "session") && !ws->env.empty()) {
     headers.emplace_back(protocol::kDefaultEnvHeader, protocol::EnvHeaderValue(ws->env));
   }
