@@ -46,6 +46,7 @@ Status Config::LoadFile(const fs::path& path) {
       else if (k == "stop_grace_s") stop_grace_s = v.get<int>();
       else if (k == "idle_poll_ms") idle_poll_ms = v.get<int>();
       else if (k == "reconcile_every_s") reconcile_every_s = v.get<int>();
+      else if (k == "image_gc_every_s") image_gc_every_s = v.get<int>();
       else if (k == "io_threads") io_threads = v.get<int>();
       else if (k == "log_level") log_level = v.get<std::string>();
       else return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: unknown key '{}'", path.string(), k));
@@ -128,6 +129,7 @@ Status Daemon::Start() {
   sopt.stop_grace = std::chrono::seconds(config_.stop_grace_s);
   sopt.idle_poll = std::chrono::milliseconds(config_.idle_poll_ms);
   sopt.reconcile_every = std::chrono::seconds(config_.reconcile_every_s);
+  sopt.image_gc_every = std::chrono::seconds(config_.image_gc_every_s);
   service_ = std::make_unique<workspace::WorkspaceService>(*store_, *hypervisor_,
                                                            std::move(*transport), std::move(sopt));
   if (auto s = service_->Run(); !s) return s;

@@ -37,6 +37,7 @@ struct Config {
   int stop_grace_s = 45;
   int idle_poll_ms = 5000;
   int reconcile_every_s = 60;
+  int image_gc_every_s = 3600;             // 0: keep every image version
   int io_threads = 2;                      // the host has few cores; I/O is not the bottleneck
   std::string log_level = "info";
 

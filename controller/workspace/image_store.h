@@ -2,10 +2,17 @@
 // initrd.img, image.json}, with <images>/<name>/current pointing at the newest version. A
 // workspace is pinned to the version it was created from: its root disk is an overlay on that
 // version's disk, so it keeps booting that version's kernel even after a newer one appears.
+//
+// Holds and collection: a workspace holds its version with a file
+// <images>/<name>/<version>/holds/<workspace id> naming the workspace's root disk. Versions
+// that are not `current` and that no live hold keeps (a hold whose disk is gone, because its
+// workspace or its whole berthd data directory was removed, is stale) are deleted by
+// CollectUnused. Several berthds may share one images directory: each holds its own.
 #pragma once
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -28,7 +35,26 @@ class ImageStore {
   Result<ImageVersion> Get(const std::string& name, const std::string& version) const;
   const std::filesystem::path& dir() const { return dir_; }
 
+  // Holds `version` for workspace `ws_id`, whose root disk (an overlay on the version's disk)
+  // is `root_disk`. not_found when the version is gone. Idempotent.
+  Status Hold(const ImageVersion& version, const std::string& ws_id,
+              const std::filesystem::path& root_disk);
+  // Drops the hold (nothing when there is none).
+  void Release(const std::string& name, const std::string& version, const std::string& ws_id);
+
+  struct Collected {
+    std::string name;
+    std::string version;
+    uint64_t bytes = 0;
+  };
+  // Deletes every version that is neither `current` nor held by a live hold. Does nothing
+  // while images/build runs (it holds <images>/../.build.lock): a build publishes its version
+  // and then moves `current` to it.
+  std::vector<Collected> CollectUnused();
+
  private:
+  void CollectUnder(std::vector<Collected>& out);
+
   std::filesystem::path dir_;
 };
 

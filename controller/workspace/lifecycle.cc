@@ -312,6 +312,7 @@ void WorkspaceService::DeleteOp(const std::string& id) {
     Record(*ws, "error", fmt::format("delete: removing files: {}", ec.message()));
     return;
   }
+  images_.Release(ws->image, ws->image_version, id);
   Record(*ws, "deleted", "");
   if (auto s = store_.DeleteWorkspace(id); !s) {
     spdlog::error("delete {}: {}", id, s.error().message);

@@ -87,7 +87,9 @@ Status WorkspaceService::Run() {
                   fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
   spdlog::info("workspaces: {} guests, {} transport, boot deadline {} s", kvm_ ? "KVM" : "TCG",
                transport_->name(), boot_timeout_.count());
+  HoldImages();
   Reconcile();
+  CollectImages();
   loop_ = std::thread([this] { Loop(); });
   return {};
 }
@@ -107,11 +109,14 @@ void WorkspaceService::Shutdown() {
 void WorkspaceService::Loop() {
   auto next_reconcile = std::chrono::steady_clock::now() + options_.reconcile_every;
   auto next_idle = std::chrono::steady_clock::now() + options_.idle_poll;
+  auto next_gc = std::chrono::steady_clock::now() + options_.image_gc_every;
   while (!stopping_) {
     std::vector<OpThread> finished;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait_until(lock, std::min(next_reconcile, next_idle), [this] { return stopping_.load(); });
+      auto until = std::min(next_reconcile, next_idle);
+      if (options_.image_gc_every.count() > 0) until = std::min(until, next_gc);
+      changed_.wait_until(lock, until, [this] { return stopping_.load(); });
       // Threads of finished operations are joined here, so they do not pile up.
       for (auto it = threads_.begin(); it != threads_.end();) {
         if (it->done->load()) {
@@ -133,6 +138,37 @@ void WorkspaceService::Loop() {
       Reconcile();
       next_reconcile = std::chrono::steady_clock::now() + options_.reconcile_every;
     }
+    if (options_.image_gc_every.count() > 0 && now >= next_gc) {
+      CollectImages();
+      next_gc = std::chrono::steady_clock::now() + options_.image_gc_every;
+    }
+  }
+}
+
+void WorkspaceService::HoldImages() {
+  auto all = store_.ListAllWorkspaces();
+  if (!all) {
+    spdlog::warn("images: cannot list workspaces to hold their images: {}", all.error().message);
+    return;
+  }
+  for (const auto& ws : *all) {
+    if (ws.state == State::kDeleting) continue;
+    auto image = images_.Get(ws.image, ws.image_version);
+    if (!image) {
+      spdlog::warn("workspace {} ({}): {}", ws.id, ws.name, image.error().message);
+      continue;
+    }
+    if (auto s = images_.Hold(*image, ws.id, LayoutFor(ws.id).root_disk()); !s) {
+      spdlog::warn("workspace {} ({}): holding image: {}", ws.id, ws.name, s.error().message);
+    }
+  }
+}
+
+void WorkspaceService::CollectImages() {
+  if (options_.image_gc_every.count() <= 0) return;
+  for (const auto& c : images_.CollectUnused()) {
+    spdlog::info("images: removed {} version {} ({} MiB): not current, and no workspace uses it",
+                 c.name, c.version, c.bytes >> 20);
   }
 }
 
@@ -279,7 +315,17 @@ Result<Workspace> WorkspaceService::Create(const std::string& tenant_id,
     }
     ws.vsock_cid = cid;
   }
-  if (auto s = store_.InsertWorkspace(ws); !s) return Fail(s.error());
+  // Held before the record exists: image collection never removes a version a workspace is
+  // about to be made from. A version collected since Current() is reported like a missing one.
+  if (auto held = images_.Hold(*image, ws.id, LayoutFor(ws.id).root_disk()); !held) {
+    return Fail(held.error().code == ErrorCode::kNotFound ? ErrorCode::kFailedPrecondition
+                                                          : held.error().code,
+                held.error().message);
+  }
+  if (auto s = store_.InsertWorkspace(ws); !s) {
+    images_.Release(ws.image, ws.image_version, ws.id);
+    return Fail(s.error());
+  }
   if (!idempotency_key.empty()) {
     if (auto s = store_.InsertIdempotencyKey(tenant_id, idempotency_key, ws.id, Now()); !s) {
       spdlog::warn("idempotency key for {}: {}", ws.id, s.error().message);

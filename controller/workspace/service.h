@@ -57,6 +57,9 @@ struct ServiceOptions {
   // How often the idle loop asks agents for their activity, and the reconciler runs.
   std::chrono::milliseconds idle_poll{5000};
   std::chrono::seconds reconcile_every{60};
+  // How often image versions that no workspace uses and that are not `current` are deleted
+  // (also once at start); 0: never. A new agent or package set makes a new 1.4–2 GiB version.
+  std::chrono::seconds image_gc_every{3600};
   // Unix seconds; replaced by a fake clock in unit tests.
   std::function<int64_t()> clock;
   // The agent probe (GET /v1/activity with the boot's token); replaced in unit tests.
@@ -134,6 +137,7 @@ class WorkspaceService {
   // One pass of the idle loop / the reconciler, now, on the calling thread.
   void IdleTickForTest() { IdleTick(); }
   void ReconcileForTest() { Reconcile(); }
+  void CollectImagesForTest() { CollectImages(); }
   // Waits until no operation runs.
   void WaitIdleForTest();
   const Transport& transport() const { return *transport_; }
@@ -179,6 +183,10 @@ class WorkspaceService {
 
   // reconcile.cc
   void Reconcile();
+  // Holds every workspace's image version (ImageStore::Hold), for workspaces made before
+  // holds existed; at start.
+  void HoldImages();
+  void CollectImages();
   void ReconcileOne(Workspace ws, hypervisor::DomainState domain);
   // idle.cc
   void IdleTick();

@@ -6,6 +6,10 @@
 #include <atomic>
 #include <fstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include "controller/hypervisor/fake_hypervisor.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
@@ -429,6 +433,103 @@ TEST_CASE("service: reconciliation ends every state a crash can leave in a defin
   // Every disk of every workspace that still exists is still there.
   for (const auto& id : {running_gone, hib_lost, stopping, adopted, creating}) {
     CHECK(fs::exists(Layout(f.dir.path(), id).data_disk()));
+  }
+}
+
+// Publishes image version `version` of base (as images/build does), optionally as current.
+void Publish(const fs::path& images, const std::string& version, bool current) {
+  fs::create_directories(images / "base" / version);
+  for (const char* f : {"disk.qcow2", "vmlinuz", "initrd.img"}) {
+    std::ofstream(images / "base" / version / f) << "x";
+  }
+  if (current) {
+    fs::remove(images / "base/current");
+    fs::create_directory_symlink(version, images / "base/current");
+  }
+}
+
+TEST_CASE("service: image versions a workspace uses are kept, unused ones collected",
+          "[service][images]") {
+  Fixture f;
+  fs::path images = f.dir.path() / "images";
+  auto a = f.Create("on-v1");
+  REQUIRE(f.Reaches(a.id, State::kRunning));
+  // The hold names the workspace's root disk.
+  std::ifstream hold(images / "base/v1/holds" / a.id);
+  std::string named;
+  std::getline(hold, named);
+  CHECK(named == Layout(f.dir.path(), a.id).root_disk().string());
+
+  Publish(images, "v2", /*current=*/true);
+  Publish(images, "v3", false);  // never used
+  Publish(images, "v4", false);  // used by a workspace whose data directory is gone
+  fs::create_directories(images / "base/v4/holds");
+  std::ofstream(images / "base/v4/holds/ws_gone") << "/nonexistent/workspaces/ws_gone/root.qcow2\n";
+  auto b = f.Create("on-v2");
+  CHECK(b.image_version == "v2");
+
+  f.service->CollectImagesForTest();
+  CHECK(fs::exists(images / "base/v1/disk.qcow2"));  // held by on-v1
+  CHECK(fs::exists(images / "base/v2/disk.qcow2"));  // current
+  CHECK_FALSE(fs::exists(images / "base/v3"));
+  CHECK_FALSE(fs::exists(images / "base/v4"));
+
+  // Deleting the last workspace on v1 lets it go; a stopped one would have kept it.
+  REQUIRE(f.service->Stop(f.tenant, "on-v1", false).has_value());
+  REQUIRE(f.Reaches(a.id, State::kStopped));
+  f.service->CollectImagesForTest();
+  CHECK(fs::exists(images / "base/v1/disk.qcow2"));
+  REQUIRE(f.service->Delete(f.tenant, "on-v1").has_value());
+  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(a.id).has_value(); }));
+  f.service->CollectImagesForTest();
+  CHECK_FALSE(fs::exists(images / "base/v1"));
+
+  // Nothing is collected while images/build holds the build lock.
+  Publish(images, "v5", false);
+  int fd = open((f.dir.path() / ".build.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(flock(fd, LOCK_EX) == 0);
+  f.service->CollectImagesForTest();
+  CHECK(fs::exists(images / "base/v5"));
+  close(fd);
+  f.service->CollectImagesForTest();
+  CHECK_FALSE(fs::exists(images / "base/v5"));
+  CHECK(fs::exists(images / "base/v2/disk.qcow2"));
+  // No trash is left behind.
+  for (const auto& e : fs::directory_iterator(images / "base")) {
+    CHECK_FALSE(e.path().filename().string().starts_with(".trash-"));
+  }
+}
+
+TEST_CASE("service: a restarted berthd holds the images of workspaces made before holds",
+          "[service][images]") {
+  std::string id;
+  fs::path data;
+  {
+    Fixture f;
+    auto ws = f.Create("old");
+    REQUIRE(f.Reaches(ws.id, State::kRunning));
+    id = ws.id;
+    data = f.dir.path();
+    // As if made by a berthd without holds: none on disk, and v1 is no longer current.
+    fs::remove_all(data / "images/base/v1/holds");
+    Publish(data / "images", "v2", /*current=*/true);
+    f.service->Shutdown();
+    // A new service on the same data directory and store.
+    auto transport = std::make_unique<FakeTransport>();
+    ServiceOptions o;
+    o.data_dir = data;
+    o.accel = "tcg";
+    o.idle_poll = std::chrono::hours(1);
+    o.reconcile_every = std::chrono::hours(1);
+    o.probe = [](const agent_client::AgentLink&, std::chrono::milliseconds) -> Result<nlohmann::json> {
+      return nlohmann::json::object();
+    };
+    WorkspaceService again(*f.store, f.hv, std::move(transport), o);
+    REQUIRE(again.Run().has_value());  // holds, reconciles, collects
+    CHECK(fs::exists(data / "images/base/v1/holds" / id));
+    CHECK(fs::exists(data / "images/base/v1/disk.qcow2"));
+    again.Shutdown();
   }
 }
 
