@@ -27,14 +27,15 @@ UniqueFd LockFile(const fs::path& path, bool wait) {
   return fd;
 }
 
-// True when a hold under `holds` names a root disk that still exists.
+// True when a hold under `holds` names a root disk whose workspace directory still exists
+// (the directory is made before the hold, the disk only later, when the workspace is built).
 bool HasLiveHold(const fs::path& holds) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(holds, ec)) {
     std::ifstream in(entry.path());
     std::string disk;
     std::getline(in, disk);
-    if (!disk.empty() && fs::exists(disk, ec)) return true;
+    if (!disk.empty() && fs::is_directory(fs::path(disk).parent_path(), ec)) return true;
   }
   return false;
 }

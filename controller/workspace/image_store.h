@@ -5,9 +5,9 @@
 //
 // Holds and collection: a workspace holds its version with a file
 // <images>/<name>/<version>/holds/<workspace id> naming the workspace's root disk. Versions
-// that are not `current` and that no live hold keeps (a hold whose disk is gone, because its
-// workspace or its whole berthd data directory was removed, is stale) are deleted by
-// CollectUnused. Several berthds may share one images directory: each holds its own.
+// that are not `current` and that no live hold keeps (a hold whose workspace directory is
+// gone, because the workspace or its whole berthd data directory was removed, is stale) are
+// deleted by CollectUnused. Several berthds may share one images directory: each holds its own.
 #pragma once
 
 #include <filesystem>
@@ -36,7 +36,8 @@ class ImageStore {
   const std::filesystem::path& dir() const { return dir_; }
 
   // Holds `version` for workspace `ws_id`, whose root disk (an overlay on the version's disk)
-  // is `root_disk`. not_found when the version is gone. Idempotent.
+  // is `root_disk`; the disk's directory must exist already. not_found when the version is
+  // gone. Idempotent.
   Status Hold(const ImageVersion& version, const std::string& ws_id,
               const std::filesystem::path& root_disk);
   // Drops the hold (nothing when there is none).

@@ -315,15 +315,26 @@ Result<Workspace> WorkspaceService::Create(const std::string& tenant_id,
     }
     ws.vsock_cid = cid;
   }
-  // Held before the record exists: image collection never removes a version a workspace is
-  // about to be made from. A version collected since Current() is reported like a missing one.
-  if (auto held = images_.Hold(*image, ws.id, LayoutFor(ws.id).root_disk()); !held) {
+  // Held before the record exists (and with the workspace's directory, which keeps the hold
+  // live): image collection never removes a version a workspace is about to be made from. A
+  // version collected since Current() is reported like a missing one.
+  auto layout = LayoutFor(ws.id);
+  std::error_code ec;
+  fs::create_directories(layout.dir, ec);
+  if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.dir.string()));
+  auto forget = [&] {
+    images_.Release(ws.image, ws.image_version, ws.id);
+    std::error_code ignored;
+    fs::remove_all(layout.dir, ignored);
+  };
+  if (auto held = images_.Hold(*image, ws.id, layout.root_disk()); !held) {
+    forget();
     return Fail(held.error().code == ErrorCode::kNotFound ? ErrorCode::kFailedPrecondition
                                                           : held.error().code,
                 held.error().message);
   }
   if (auto s = store_.InsertWorkspace(ws); !s) {
-    images_.Release(ws.image, ws.image_version, ws.id);
+    forget();
     return Fail(s.error());
   }
   if (!idempotency_key.empty()) {
