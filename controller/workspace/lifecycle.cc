@@ -232,6 +232,12 @@ void WorkspaceService::Boot(const std::string& id, bool woken) {
   ws->started_at = Now();
   ws->last_active_at = Now();
   NoteActivity(id);
+  {
+    // So the API shows when it will idle from the moment it runs, not from the first idle tick.
+    auto rt = RuntimeFor(id);
+    std::lock_guard lock(mutex_);
+    rt->idle_at = *ws->started_at + ws->idle_timeout_s;
+  }
   if (!Transition(*ws, State::kRunning, "started",
                   fmt::format("agent ready after {:.1f} s{}", secs, woken ? " (woken by a request)" : ""))) {
     return;

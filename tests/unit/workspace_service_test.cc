@@ -337,6 +337,16 @@ TEST_CASE("service: idle stop, and what keeps a workspace awake", "[service][idl
   }
 }
 
+TEST_CASE("service: a running workspace says when it will idle before the first idle tick",
+          "[service][idle]") {
+  Fixture f;  // idle_poll is an hour: no tick runs unless the test asks
+  auto ws = f.Create("fresh", [](CreateRequest& r) { r.idle_timeout_s = 600; });
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  auto awake = f.service->Awake(ws.id);
+  REQUIRE(awake.idle_at.has_value());
+  CHECK(*awake.idle_at == f.now.load() + 600);
+}
+
 TEST_CASE("service: max_runtime stops a busy workspace", "[service][idle]") {
   Fixture f;
   auto ws = f.Create("bounded", [](CreateRequest& r) { r.max_runtime_s = 3600; });
