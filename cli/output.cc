@@ -249,7 +249,7 @@ std::string FormatWorkspace(const nlohmann::json& ws, std::chrono::system_clock:
         reasons += r.is_string() ? r.get<std::string>() : r.dump();
       }
     }
-    add("Awake because", reasons.empty() ? "idle" : reasons);
+    add("Awake because", reasons.empty() ? "nothing (the idle timer runs)" : reasons);
     std::string idle_at = Cell(awake, "idle_at");
     if (idle_at != "-") add("Idle at", idle_at);
   }
