@@ -89,7 +89,6 @@ Status WorkspaceService::Run() {
                transport_->name(), boot_timeout_.count());
   HoldImages();
   Reconcile();
-  CollectImages();
   loop_ = std::thread([this] { Loop(); });
   return {};
 }
@@ -109,7 +108,9 @@ void WorkspaceService::Shutdown() {
 void WorkspaceService::Loop() {
   auto next_reconcile = std::chrono::steady_clock::now() + options_.reconcile_every;
   auto next_idle = std::chrono::steady_clock::now() + options_.idle_poll;
-  auto next_gc = std::chrono::steady_clock::now() + options_.image_gc_every;
+  // The first collection runs on this thread at once: deleting gigabytes of old images must
+  // not hold up start-up.
+  auto next_gc = std::chrono::steady_clock::now();
   while (!stopping_) {
     std::vector<OpThread> finished;
     {

@@ -58,7 +58,8 @@ struct ServiceOptions {
   std::chrono::milliseconds idle_poll{5000};
   std::chrono::seconds reconcile_every{60};
   // How often image versions that no workspace uses and that are not `current` are deleted
-  // (also once at start); 0: never. A new agent or package set makes a new 1.4–2 GiB version.
+  // (the first on the loop thread right after start-up); 0: never. A new agent or package
+  // set makes a new 1.4–2 GiB version.
   std::chrono::seconds image_gc_every{3600};
   // Unix seconds; replaced by a fake clock in unit tests.
   std::function<int64_t()> clock;
