@@ -188,14 +188,22 @@ http::Task<void> Process::Pump(OutputStream stream, asio::posix::stream_descript
 
 http::Task<void> Process::Reap() {
   auto self = shared_from_this();
-  auto [ec] = co_await pidfd_->async_wait(asio::posix::descriptor_base::wait_read, kTuple);
-  if (ec && disposed_) co_return;
   siginfo_t info{};
-  int rc;
-  do {
-    rc = waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_->native_handle()), &info,
-                WEXITED);
-  } while (rc != 0 && errno == EINTR);
+  int rc = -1;
+  for (;;) {
+    auto [ec] = co_await pidfd_->async_wait(asio::posix::descriptor_base::wait_read, kTuple);
+    if (ec && disposed_) co_return;
+    do {
+      rc = waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_->native_handle()), &info,
+                  WEXITED);
+    } while (rc != 0 && errno == EINTR);
+    // The pidfd is non-blocking: a readiness that came before the whole process had exited (a
+    // spurious wake-up, or a leader thread gone before the others) says EAGAIN. Wait again;
+    // treating it as the end left the child a zombie and its exit code null (seen 1 in ~120
+    // execs under load).
+    if (rc != 0 && errno == EAGAIN && !ec) continue;
+    break;
+  }
   if (rc != 0) {
     spdlog::error("waitid for pid {}: {}", pid_, strerror(errno));
   } else if (info.si_code == CLD_EXITED) {
