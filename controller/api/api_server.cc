@@ -37,8 +37,12 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
                      store::Store& store, workspace::WorkspaceService& service,
                      Authenticator& auth, ApiOptions options)
     : options_(std::move(options)), ctx_{pool, store, service, auth, options_, agent_connections_} {
-  router_.Add(verb::get, "/v1/health", [](http::Exchange& ex) -> http::Task<void> {
-    nlohmann::json body = {{"status", "ok"}, {"version", BERTH_VERSION}};
+  // What runs the guests is no secret, and operators and tests want to see it at a glance.
+  router_.Add(verb::get, "/v1/health", [this](http::Exchange& ex) -> http::Task<void> {
+    nlohmann::json body = {{"status", "ok"},
+                           {"version", BERTH_VERSION},
+                           {"accel", ctx_.service.kvm() ? "kvm" : "tcg"},
+                           {"transport", std::string(ctx_.service.transport().name())}};
     co_await ex.SendJson(status::ok, body);
   });
   AddAdminRoutes(router_, ctx_);
