@@ -34,9 +34,19 @@ struct [[nodiscard]] Error {
   std::string message;
 };
 
+// std::expected with [[nodiscard]] on the type: every function that returns a Result or a
+// Status warns (an error with -Werror) when its result is dropped. A result that may be dropped
+// is discarded on purpose with `(void)` and a comment saying why.
 template <class T>
-using Result = std::expected<T, Error>;
-using Status = std::expected<void, Error>;
+class [[nodiscard]] Result : public std::expected<T, Error> {
+ public:
+  using Base = std::expected<T, Error>;
+  using Base::Base;
+  Result() = default;
+  Result(const Base& other) : Base(other) {}
+  Result(Base&& other) : Base(std::move(other)) {}
+};
+using Status = Result<void>;
 
 inline std::unexpected<Error> Fail(ErrorCode code, std::string message) {
   return std::unexpected(Error{code, std::move(message)});

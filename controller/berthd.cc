@@ -59,7 +59,7 @@ Status Config::LoadFile(const fs::path& path) {
 
 Daemon::Daemon(Config config) : config_(std::move(config)) {}
 
-Daemon::~Daemon() { Stop(); }
+Daemon::~Daemon() { Shutdown(); }
 
 std::string Daemon::url() const {
   return endpoint_.kind == Endpoint::Kind::kTcp
@@ -134,7 +134,8 @@ Status Daemon::Start() {
                                                            std::move(*transport), std::move(sopt));
   if (auto s = service_->Run(); !s) return s;
 
-  pool_ = std::make_unique<boost::asio::thread_pool>(16);
+  // The API's blocking calls are short SQLite reads (auth misses, events, usage): a few threads.
+  pool_ = std::make_unique<boost::asio::thread_pool>(4);
   mcp_pool_ = std::make_unique<boost::asio::thread_pool>(8);
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_);
   api::ApiOptions aopt;
@@ -167,7 +168,7 @@ Status Daemon::Start() {
   return {};
 }
 
-void Daemon::Stop() {
+void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
   if (api_) api_->Stop();
@@ -187,7 +188,7 @@ void Daemon::WaitForSignal() {
   int sig = 0;
   sigwait(&set, &sig);
   spdlog::info("signal {}: shutting down (VMs keep running)", sig);
-  Stop();
+  Shutdown();
 }
 
 }  // namespace berth

@@ -54,9 +54,10 @@ class Daemon {
   // Opens the store (creating the first tenant and admin key on first start), connects to
   // libvirt, reconciles, and starts serving. Returns once listening.
   Status Start();
-  // Stops serving and the background loops. VMs keep running. Idempotent.
-  void Stop();
-  // Blocks until SIGTERM or SIGINT, then Stop().
+  // berthd shuts down: stops serving and the background loops. VMs keep running, and the next
+  // berthd takes them over. Idempotent.
+  void Shutdown();
+  // Blocks until SIGTERM or SIGINT, then Shutdown().
   void WaitForSignal();
 
   const Endpoint& endpoint() const { return endpoint_; }

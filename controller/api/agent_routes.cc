@@ -13,8 +13,6 @@ using http::bhttp::verb;
 using workspace::State;
 using workspace::Workspace;
 
-constexpr std::chrono::milliseconds kPollEvery{250};
-
 // The agent's target for ours: "/v1/workspaces/{ws}/files/a%20b?stat=1" -> "/v1/files/a%20b?stat=1".
 // Taken from the raw target, so the encoding reaches the agent untouched.
 std::string AgentTarget(std::string_view raw) {
@@ -23,74 +21,19 @@ std::string AgentTarget(std::string_view raw) {
   return "/v1" + std::string(rest.substr(rest.find('/')));
 }
 
-// Waits until the workspace runs, starting it when it sleeps (wake on request). The error is
-// what the client gets when it cannot.
-http::Task<Result<agent_client::AgentLink>> EnsureRunning(ApiContext& ctx, const Workspace& found) {
-  std::string id = found.id;
-  std::string tenant = found.tenant_id;
-  // The common case costs no blocking call: running, and its agent already known.
-  if (found.state == State::kRunning && ctx.service.CachedState(id) == State::kRunning) {
-    if (auto link = ctx.service.CachedLink(id)) co_return *link;
-  }
-  auto deadline = std::chrono::steady_clock::now() + ctx.options.wake_timeout;
-  bool woke = false;
-  for (;;) {
-    auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, id); });
-    if (!ws) co_return Fail(ws.error());
-    switch (ws->state) {
-      case State::kRunning: {
-        auto link = co_await ctx.Blocking([&] { return ctx.service.Link(id); });
-        if (link || link.error().code != ErrorCode::kUnavailable) co_return link;
-        break;  // it stopped this very moment: look again
-      }
-      case State::kStopped:
-      case State::kHibernated:
-        if (!ws->auto_start) {
-          co_return Fail(ErrorCode::kFailedPrecondition,
-                         fmt::format("workspace '{}' is {} and auto_start is off: start it first "
-                                     "(POST /v1/workspaces/{}/start)",
-                                     ws->name, workspace::StateName(ws->state), ws->name));
-        }
-        if (woke) {
-          // It went back to sleep after we woke it (a failed boot ends in error, not here).
-          co_return Fail(ErrorCode::kUnavailable,
-                         fmt::format("workspace '{}' stopped again while waking", ws->name));
-        }
-        {
-          auto started = co_await ctx.Blocking([&] { return ctx.service.Start(tenant, id, true); });
-          if (!started) co_return Fail(started.error());
-          woke = true;
-        }
-        break;
-      case State::kError:
-        co_return Fail(ErrorCode::kFailedPrecondition,
-                       fmt::format("workspace '{}' is in error ({}); start it again or delete it",
-                                   ws->name, ws->error.value_or("unknown")));
-      case State::kDeleting:
-        co_return Fail(ErrorCode::kNotFound, fmt::format("workspace '{}' is being deleted", ws->name));
-      default:
-        break;  // creating, starting, stopping, hibernating: wait for it to settle
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      co_return Fail(ErrorCode::kDeadlineExceeded,
-                     fmt::format("workspace '{}' did not become ready within {} s (it is {})", ws->name,
-                                 ctx.options.wake_timeout.count(), workspace::StateName(ws->state)));
-    }
-    co_await SleepFor(kPollEvery);
-  }
-}
-
 http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std::string kind) {
   if (!co_await Require(ex, needed)) co_return;
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, ref); });
+  auto ws = ctx.service.Get(tenant, ref);
   if (!ws) {
     co_await ex.SendError(ws.error());
     co_return;
   }
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await EnsureRunning(ctx, *ws);
+  // Wake on request: a sleeping workspace is started and waited for (no polling: the service
+  // says when it runs).
+  auto link = co_await ctx.service.Wake(tenant, ws->id, ctx.options.wake_timeout);
   if (!link) {
     co_await ex.SendError(link.error());
     co_return;

@@ -1,5 +1,7 @@
 #include "controller/api/auth.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fmt/format.h>
 
 #include "common/random.h"
@@ -88,7 +90,12 @@ Result<Principal> Authenticator::Authenticate(std::string_view authorization) {
       touch = true;
     }
   }
-  if (touch) store_.TouchKey(key->id, unix_now);
+  if (touch) {
+    // last_used_at is informational: a failed write must not refuse a valid key.
+    if (auto s = store_.TouchKey(key->id, unix_now); !s) {
+      spdlog::warn("key {}: recording its use: {}", key->id, s.error().message);
+    }
+  }
   return p;
 }
 

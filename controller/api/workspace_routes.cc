@@ -15,7 +15,6 @@ using http::bhttp::verb;
 using workspace::State;
 using workspace::Workspace;
 
-constexpr std::chrono::milliseconds kPollEvery{250};
 constexpr std::chrono::seconds kKeepaliveEvery{15};
 
 nlohmann::json Present(ApiContext& ctx, const Workspace& ws) {
@@ -46,9 +45,14 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string key(ex.header("Idempotency-Key"));
-  bool existed = false;
-  auto ws = co_await ctx.Blocking([&] { return ctx.service.Create(tenant, *request, key, &existed); });
-  co_await SendWorkspace(ctx, ex, existed ? status::ok : status::created, ws);
+  auto created = co_await ctx.service.Create(tenant, *request, key);
+  if (!created) {
+    co_await ex.SendError(created.error());
+    co_return;
+  }
+  status code = created->existed ? status::ok : status::created;
+  Result<Workspace> ws = std::move(created->workspace);
+  co_await SendWorkspace(ctx, ex, code, ws);
 }
 
 http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
@@ -77,18 +81,14 @@ http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
   filter.limit = static_cast<int>(*limit) + 1;  // one more tells whether there is a next page
   filter.after_id = ex.query().Get("after").value_or("");
   std::string tenant = PrincipalOf(ex).tenant_id;
-  auto list = co_await ctx.Blocking([&] { return ctx.service.List(tenant, filter); });
-  if (!list) {
-    co_await ex.SendError(list.error());
-    co_return;
-  }
+  auto list = ctx.service.List(tenant, filter);
   nlohmann::json next = nullptr;
-  if (list->size() > static_cast<size_t>(*limit)) {
-    list->resize(static_cast<size_t>(*limit));
-    next = list->back().id;
+  if (list.size() > static_cast<size_t>(*limit)) {
+    list.resize(static_cast<size_t>(*limit));
+    next = list.back().id;
   }
   nlohmann::json items = nlohmann::json::array();
-  for (const auto& ws : *list) items.push_back(Present(ctx, ws));
+  for (const auto& ws : list) items.push_back(Present(ctx, ws));
   nlohmann::json body = {{"workspaces", items}, {"next", next}};
   co_await ex.SendJson(status::ok, body);
 }
@@ -96,7 +96,7 @@ http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
 http::Task<void> Get(ApiContext& ctx, http::Exchange& ex) {
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, ref); });
+  auto ws = ctx.service.Get(tenant, ref);
   co_await SendWorkspace(ctx, ex, status::ok, ws);
 }
 
@@ -109,7 +109,7 @@ http::Task<void> Patch(ApiContext& ctx, http::Exchange& ex) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto ws = co_await ctx.Blocking([&] { return ctx.service.Patch(tenant, ref, *body); });
+  auto ws = co_await ctx.service.Patch(tenant, ref, *body);
   co_await SendWorkspace(ctx, ex, status::ok, ws);
 }
 
@@ -132,18 +132,17 @@ http::Task<void> Act(ApiContext& ctx, http::Exchange& ex, Action action) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto ws = co_await ctx.Blocking([&]() -> Result<Workspace> {
-    switch (action) {
-      case Action::kStart: return ctx.service.Start(tenant, ref);
-      case Action::kStop: return ctx.service.Stop(tenant, ref, force);
-      case Action::kHibernate: return ctx.service.Hibernate(tenant, ref);
-      case Action::kRestart: return ctx.service.Restart(tenant, ref);
-      case Action::kKeepAlive: return ctx.service.KeepAlive(tenant, ref);
-      case Action::kDelete: return ctx.service.Delete(tenant, ref);
-    }
-    return Fail(ErrorCode::kInternal, "unknown action");
-  });
-  co_await SendWorkspace(ctx, ex, action == Action::kKeepAlive ? status::ok : status::accepted, ws);
+  Result<Workspace> ws = Fail(ErrorCode::kInternal, "unknown action");
+  switch (action) {
+    case Action::kStart: ws = co_await ctx.service.Start(tenant, ref); break;
+    case Action::kStop: ws = co_await ctx.service.Stop(tenant, ref, force); break;
+    case Action::kHibernate: ws = co_await ctx.service.Hibernate(tenant, ref); break;
+    case Action::kRestart: ws = co_await ctx.service.Restart(tenant, ref); break;
+    case Action::kKeepAlive: ws = co_await ctx.service.KeepAlive(tenant, ref); break;
+    case Action::kDelete: ws = co_await ctx.service.Delete(tenant, ref); break;
+  }
+  status code = action == Action::kKeepAlive ? status::ok : status::accepted;
+  co_await SendWorkspace(ctx, ex, code, ws);
 }
 
 // Blocks (asynchronously) until the workspace is in the wanted state.
@@ -153,7 +152,14 @@ http::Task<void> Wait(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(body.error());
     co_return;
   }
-  std::string want_name = body->is_object() ? body->value("state", "running") : "running";
+  std::string want_name = "running";
+  if (body->is_object() && body->contains("state")) {
+    if (!(*body)["state"].is_string()) {
+      co_await ex.SendError({ErrorCode::kInvalidArgument, "'state' must be a state name"});
+      co_return;
+    }
+    want_name = (*body)["state"].get<std::string>();
+  }
   auto want = workspace::StateFromName(want_name);
   int64_t timeout_s = 300;
   if (body->is_object() && body->contains("timeout_s")) {
@@ -170,36 +176,9 @@ http::Task<void> Wait(ApiContext& ctx, http::Exchange& ex) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
-    auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, ref); });
-    if (!ws) {
-      co_await ex.SendError(ws.error());
-      co_return;
-    }
-    if (ws->state == *want) {
-      co_await SendWorkspace(ctx, ex, status::ok, ws);
-      co_return;
-    }
-    // States that will not turn into the wanted one by themselves.
-    bool settled = ws->state == State::kError || ws->state == State::kStopped ||
-                   ws->state == State::kHibernated || ws->state == State::kRunning;
-    if (settled) {
-      auto error = Error{ErrorCode::kFailedPrecondition,
-                         fmt::format("workspace '{}' is {}{}{}", ws->name, workspace::StateName(ws->state),
-                                     ws->error ? ": " : "", ws->error.value_or(""))};
-      co_await ex.SendError(error);
-      co_return;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      auto error = Error{ErrorCode::kDeadlineExceeded,
-                         fmt::format("workspace '{}' is still {} after {} s", ws->name,
-                                     workspace::StateName(ws->state), timeout_s)};
-      co_await ex.SendError(error);
-      co_return;
-    }
-    co_await SleepFor(kPollEvery * 2);
-  }
+  // No polling: the service says when the state changes.
+  auto ws = co_await ctx.service.WaitForState(tenant, ref, *want, std::chrono::seconds(timeout_s));
+  co_await SendWorkspace(ctx, ex, status::ok, ws);
 }
 
 http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
@@ -213,7 +192,7 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(error);
     co_return;
   }
-  auto ws = co_await ctx.Blocking([&] { return ctx.service.Get(tenant, ref); });
+  auto ws = ctx.service.Get(tenant, ref);
   if (!ws) {
     co_await ex.SendError(ws.error());
     co_return;
@@ -221,7 +200,12 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
   std::string id = ws->id;
   int64_t cursor = *after;
   int n = static_cast<int>(*limit);
-  auto events = co_await ctx.Blocking([&] { return ctx.store.ListEvents(id, cursor, n); });
+  // Subscribed before the backlog is read: nothing between the two is missed (and what both
+  // carry is sent once, by id).
+  std::unique_ptr<workspace::Subscription> changes;
+  if (*follow) changes = ctx.service.Subscribe(co_await boost::asio::this_coro::executor, tenant, id);
+  auto read = [&] { return ctx.store.ListEvents(id, cursor, n); };
+  auto events = co_await ctx.Blocking(read);
   if (!events) {
     co_await ex.SendError(events.error());
     co_return;
@@ -234,30 +218,40 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   if (!co_await ex.BeginChunked(status::ok, "application/x-ndjson")) co_return;
-  auto last_write = std::chrono::steady_clock::now();
+  n = 1000;
   for (;;) {
     std::string out;
     for (const auto& e : *events) {
+      if (e.id <= cursor) continue;
       out += EventJson(e).dump() + "\n";
       cursor = e.id;
     }
-    if (out.empty() && std::chrono::steady_clock::now() - last_write >= kKeepaliveEvery) {
-      out = "{\"type\":\"keepalive\"}\n";
+    events->clear();
+    if (!out.empty() && !co_await ex.WriteChunk(out)) co_return;
+    auto change = co_await changes->Next(std::chrono::steady_clock::now() + kKeepaliveEvery);
+    if (changes->TakeLagged()) {
+      // This follower fell behind and lost changes: the store has them all.
+      auto again = co_await ctx.Blocking(read);
+      if (!again) co_return;
+      events = std::move(again);
+      continue;
     }
-    if (!out.empty()) {
-      if (!co_await ex.WriteChunk(out)) co_return;
-      last_write = std::chrono::steady_clock::now();
+    if (!change) {
+      if (changes->closed()) co_return;  // berthd is shutting down
+      std::string keepalive = "{\"type\":\"keepalive\"}\n";
+      if (!co_await ex.WriteChunk(keepalive)) co_return;
+      continue;
     }
-    co_await SleepFor(kPollEvery * 2);
-    events = co_await ctx.Blocking([&] { return ctx.store.ListEvents(id, cursor, 1000); });
-    if (!events) co_return;
-    // The workspace is gone once its "deleted" event has gone out: end the stream.
-    if (events->empty()) {
-      auto still = co_await ctx.Blocking([&] { return ctx.store.GetWorkspaceById(id); });
-      if (!still) {
-        co_await ex.EndChunked();
-        co_return;
+    if (change->event) events->push_back(std::move(*change->event));
+    if (change->deleted) {
+      // The workspace is gone once its "deleted" event has gone out: end the stream.
+      std::string last;
+      for (const auto& e : *events) {
+        if (e.id > cursor) last += EventJson(e).dump() + "\n";
       }
+      if (!last.empty() && !co_await ex.WriteChunk(last)) co_return;
+      co_await ex.EndChunked();
+      co_return;
     }
   }
 }

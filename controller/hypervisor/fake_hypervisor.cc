@@ -25,11 +25,42 @@ Status FakeHypervisor::Enter(const std::string& method) {
   return Fail(std::move(error));
 }
 
+void FakeHypervisor::Pass(const std::string& method) {
+  std::unique_lock lock(gate_mutex_);
+  auto it = gates_.find(method);
+  if (it == gates_.end() || it->second.state != Gate::kArmed) return;
+  it->second.state = Gate::kHolding;
+  gate_changed_.notify_all();
+  gate_changed_.wait(lock, [&] { return it->second.state == Gate::kOpen; });
+  gates_.erase(it);
+}
+
+void FakeHypervisor::HoldNextForTest(const std::string& method) {
+  std::lock_guard lock(gate_mutex_);
+  gates_[method].state = Gate::kArmed;
+}
+
+bool FakeHypervisor::WaitHeldForTest(const std::string& method, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(gate_mutex_);
+  return gate_changed_.wait_for(lock, timeout, [&] {
+    auto it = gates_.find(method);
+    return it != gates_.end() && it->second.state == Gate::kHolding;
+  });
+}
+
+void FakeHypervisor::ReleaseForTest(const std::string& method) {
+  std::lock_guard lock(gate_mutex_);
+  auto it = gates_.find(method);
+  if (it != gates_.end()) it->second.state = Gate::kOpen;
+  gate_changed_.notify_all();
+}
+
 void FakeHypervisor::Emit(const DomainEvent& event) {
   if (handler_) handler_(event);
 }
 
 Status FakeHypervisor::Define(const DomainSpec& spec) {
+  Pass("Define");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("Define"); !s) return s;
   auto& domain = domains_[spec.name];
@@ -38,6 +69,7 @@ Status FakeHypervisor::Define(const DomainSpec& spec) {
 }
 
 Status FakeHypervisor::Start(const std::string& name) {
+  Pass("Start");
   std::function<void(const DomainEvent&)> handler;
   {
     std::lock_guard lock(mutex_);
@@ -52,9 +84,10 @@ Status FakeHypervisor::Start(const std::string& name) {
   return {};
 }
 
-Status FakeHypervisor::Shutdown(const std::string& name) {
+Status FakeHypervisor::PressPowerButton(const std::string& name) {
+  Pass("PressPowerButton");
   std::lock_guard lock(mutex_);
-  if (auto s = Enter("Shutdown"); !s) return s;
+  if (auto s = Enter("PressPowerButton"); !s) return s;
   auto it = domains_.find(name);
   if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
   if (it->second.state != DomainState::kRunning) {
@@ -68,6 +101,7 @@ Status FakeHypervisor::Shutdown(const std::string& name) {
 }
 
 Status FakeHypervisor::Destroy(const std::string& name) {
+  Pass("Destroy");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("Destroy"); !s) return s;
   auto it = domains_.find(name);
@@ -79,6 +113,7 @@ Status FakeHypervisor::Destroy(const std::string& name) {
 }
 
 Status FakeHypervisor::Save(const std::string& name) {
+  Pass("Save");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("Save"); !s) return s;
   auto it = domains_.find(name);
@@ -91,6 +126,7 @@ Status FakeHypervisor::Save(const std::string& name) {
 }
 
 Status FakeHypervisor::DiscardSave(const std::string& name) {
+  Pass("DiscardSave");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("DiscardSave"); !s) return s;
   auto it = domains_.find(name);
@@ -101,6 +137,7 @@ Status FakeHypervisor::DiscardSave(const std::string& name) {
 }
 
 Status FakeHypervisor::Undefine(const std::string& name) {
+  Pass("Undefine");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("Undefine"); !s) return s;
   auto it = domains_.find(name);
@@ -113,6 +150,7 @@ Status FakeHypervisor::Undefine(const std::string& name) {
 }
 
 Result<DomainState> FakeHypervisor::State(const std::string& name) {
+  Pass("State");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("State"); !s) return Fail(s.error());
   auto it = domains_.find(name);

@@ -2,6 +2,8 @@
 // that tests can trigger (a crash, a guest shutdown). Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,7 +16,7 @@ class FakeHypervisor : public Hypervisor {
  public:
   Status Define(const DomainSpec& spec) override;
   Status Start(const std::string& name) override;
-  Status Shutdown(const std::string& name) override;
+  Status PressPowerButton(const std::string& name) override;
   Status Destroy(const std::string& name) override;
   Status Save(const std::string& name) override;
   Status DiscardSave(const std::string& name) override;
@@ -32,10 +34,15 @@ class FakeHypervisor : public Hypervisor {
   void FailNextForTest(const std::string& method, Error error);
   // Simulates the guest going away by itself (power off from inside, or a crash).
   void StopFromGuestForTest(const std::string& name, bool crashed);
-  // Whether Shutdown() powers the guest off at once (true) or leaves it running (a guest that
+  // Whether PressPowerButton() powers the guest off at once (true) or leaves it running (a guest that
   // ignores ACPI).
   void SetAcpiWorksForTest(bool works) { acpi_works_ = works; }
   void SetCpuTimeForTest(const std::string& name, uint64_t ns);
+  // The next call of `method` blocks (holding nothing of the fake) until ReleaseForTest: a
+  // long managedsave, a hung libvirt call. WaitHeldForTest waits until a call is blocked there.
+  void HoldNextForTest(const std::string& method);
+  bool WaitHeldForTest(const std::string& method, std::chrono::milliseconds timeout);
+  void ReleaseForTest(const std::string& method);
   int CallsForTest(const std::string& method) const;
   std::optional<DomainSpec> SpecForTest(const std::string& name) const;
 
@@ -46,6 +53,13 @@ class FakeHypervisor : public Hypervisor {
     uint64_t cpu_time_ns = 0;
   };
   Status Enter(const std::string& method);
+  void Pass(const std::string& method);
+  struct Gate {
+    enum { kArmed, kHolding, kOpen } state = kArmed;
+  };
+  std::mutex gate_mutex_;
+  std::condition_variable gate_changed_;
+  std::map<std::string, Gate> gates_;
   void Emit(const DomainEvent& event);
 
   mutable std::mutex mutex_;

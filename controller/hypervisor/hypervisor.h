@@ -1,7 +1,8 @@
-// The hypervisor boundary, in Berth's words: define, start, shutdown, destroy, save, state,
+// The hypervisor boundary, in Berth's words: define, start, power button, destroy, save, state,
 // screenshot. The workspace layer never sees libvirt, XML or a virDomainPtr. Implementations:
 // LibvirtHypervisor (qemu:///system, or libvirt's test driver in integration tests) and
-// FakeHypervisor (unit tests). All methods block; call them off I/O threads.
+// FakeHypervisor (unit tests). All methods block; call them off I/O threads. Any thread, and
+// concurrently: an implementation serializes only what it must.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +51,8 @@ class Hypervisor {
   virtual Status Define(const DomainSpec& spec) = 0;
   // Boots it, or resumes it from its managed save image if it has one.
   virtual Status Start(const std::string& name) = 0;
-  // Asks the guest to power off (ACPI); returns at once.
-  virtual Status Shutdown(const std::string& name) = 0;
+  // Presses the VM's ACPI power button: asks the guest to power off; returns at once.
+  virtual Status PressPowerButton(const std::string& name) = 0;
   // Pulls the plug. Fine on a domain that is not running.
   virtual Status Destroy(const std::string& name) = 0;
   // Saves memory and devices to a managed save image and stops the domain (hibernate).
@@ -68,8 +69,12 @@ class Hypervisor {
   // The VM's screen as PNG bytes.
   virtual Result<std::string> Screenshot(const std::string& name) = 0;
 
-  // True when guests can run under KVM here (else TCG).
+  // True when the hypervisor offers KVM here (libvirt's domcapabilities). Not proof that a
+  // guest runs: see kvm_probe.h.
   virtual bool KvmAvailable() = 0;
+  // The end of the hypervisor's own log for the domain (QEMU's stderr), for an error that
+  // says why a boot failed; empty where there is none.
+  virtual std::string LogTail(const std::string& /*name*/) { return {}; }
   // Lifecycle events from the hypervisor (crash, guest shutdown), called on an internal thread.
   virtual void SetEventHandler(std::function<void(const DomainEvent&)> handler) = 0;
 };

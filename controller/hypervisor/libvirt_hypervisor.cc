@@ -100,7 +100,6 @@ Error LibvirtError(std::string_view what) {
 Result<std::unique_ptr<LibvirtHypervisor>> LibvirtHypervisor::Connect(const std::string& uri) {
   EnsureEventLoop();
   std::unique_ptr<LibvirtHypervisor> hv(new LibvirtHypervisor(uri));
-  std::lock_guard lock(hv->mutex_);
   auto conn = hv->Conn();
   if (!conn) return Fail(conn.error());
   return hv;
@@ -114,8 +113,13 @@ LibvirtHypervisor::~LibvirtHypervisor() {
   }
 }
 
-Result<virConnectPtr> LibvirtHypervisor::Conn() {
-  if (conn_ != nullptr && virConnectIsAlive(conn_) == 1) return conn_;
+Result<Unique<virConnect>> LibvirtHypervisor::Conn() {
+  std::lock_guard lock(mutex_);
+  auto shared = [this]() -> Unique<virConnect> {
+    virConnectRef(conn_);
+    return Unique<virConnect>(conn_);
+  };
+  if (conn_ != nullptr && virConnectIsAlive(conn_) == 1) return shared();
   if (conn_ != nullptr) {
     spdlog::warn("libvirt connection to {} died; reconnecting", uri_);
     virConnectClose(conn_);
@@ -130,13 +134,13 @@ Result<virConnectPtr> LibvirtHypervisor::Conn() {
       conn, nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
       VIR_DOMAIN_EVENT_CALLBACK(&LibvirtHypervisor::OnLifecycle), this, nullptr);
   conn_ = conn;
-  return conn_;
+  return shared();
 }
 
 Result<Unique<virDomain>> LibvirtHypervisor::Lookup(const std::string& name) {
   auto conn = Conn();
   if (!conn) return Fail(conn.error());
-  virDomainPtr dom = virDomainLookupByName(*conn, name.c_str());
+  virDomainPtr dom = virDomainLookupByName(conn->get(), name.c_str());
   if (dom == nullptr) return Fail(LibvirtError("lookup " + name));
   return Unique<virDomain>(dom);
 }
@@ -176,18 +180,16 @@ void LibvirtHypervisor::SetEventHandler(std::function<void(const DomainEvent&)> 
 }
 
 Status LibvirtHypervisor::Define(const DomainSpec& spec) {
-  std::lock_guard lock(mutex_);
   auto conn = Conn();
   if (!conn) return Fail(conn.error());
   std::string xml = RenderDomainXml(spec);
-  virDomainPtr dom = virDomainDefineXML(*conn, xml.c_str());
+  virDomainPtr dom = virDomainDefineXML(conn->get(), xml.c_str());
   if (dom == nullptr) return Fail(LibvirtError("define " + spec.name));
   virDomainFree(dom);
   return {};
 }
 
 Status LibvirtHypervisor::Start(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   // Drivers disagree on the error for this (QEMU: operation invalid, test: internal).
@@ -199,8 +201,7 @@ Status LibvirtHypervisor::Start(const std::string& name) {
   return {};
 }
 
-Status LibvirtHypervisor::Shutdown(const std::string& name) {
-  std::lock_guard lock(mutex_);
+Status LibvirtHypervisor::PressPowerButton(const std::string& name) {
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   if (virDomainShutdownFlags(dom->get(), VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) < 0) {
@@ -210,7 +211,6 @@ Status LibvirtHypervisor::Shutdown(const std::string& name) {
 }
 
 Status LibvirtHypervisor::Destroy(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   if (virDomainDestroy(dom->get()) < 0) {
@@ -221,7 +221,6 @@ Status LibvirtHypervisor::Destroy(const std::string& name) {
 }
 
 Status LibvirtHypervisor::Save(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   if (virDomainManagedSave(dom->get(), 0) < 0) return Fail(LibvirtError("managed save " + name));
@@ -229,7 +228,6 @@ Status LibvirtHypervisor::Save(const std::string& name) {
 }
 
 Status LibvirtHypervisor::DiscardSave(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   if (virDomainHasManagedSaveImage(dom->get(), 0) == 1 &&
@@ -240,7 +238,6 @@ Status LibvirtHypervisor::DiscardSave(const std::string& name) {
 }
 
 Status LibvirtHypervisor::Undefine(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) {
     if (dom.error().code == ErrorCode::kNotFound) return {};
@@ -253,7 +250,6 @@ Status LibvirtHypervisor::Undefine(const std::string& name) {
 }
 
 Result<DomainState> LibvirtHypervisor::State(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) {
     if (dom.error().code == ErrorCode::kNotFound) return DomainState::kMissing;
@@ -277,11 +273,10 @@ Result<DomainState> LibvirtHypervisor::State(const std::string& name) {
 }
 
 Result<std::vector<DomainInfo>> LibvirtHypervisor::List(const std::string& prefix) {
-  std::lock_guard lock(mutex_);
   auto conn = Conn();
   if (!conn) return Fail(conn.error());
   virDomainPtr* domains = nullptr;
-  int n = virConnectListAllDomains(*conn, &domains, 0);
+  int n = virConnectListAllDomains(conn->get(), &domains, 0);
   if (n < 0) return Fail(LibvirtError("list domains"));
   std::vector<DomainInfo> out;
   for (int i = 0; i < n; ++i) {
@@ -305,7 +300,6 @@ Result<std::vector<DomainInfo>> LibvirtHypervisor::List(const std::string& prefi
 }
 
 Result<DomainStats> LibvirtHypervisor::Stats(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   virDomainInfo info{};
@@ -314,12 +308,11 @@ Result<DomainStats> LibvirtHypervisor::Stats(const std::string& name) {
 }
 
 Result<std::string> LibvirtHypervisor::Screenshot(const std::string& name) {
-  std::lock_guard lock(mutex_);
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());
   auto conn = Conn();
   if (!conn) return Fail(conn.error());
-  Unique<virStream> stream(virStreamNew(*conn, 0));
+  Unique<virStream> stream(virStreamNew(conn->get(), 0));
   if (!stream) return Fail(LibvirtError("stream"));
   char* mime = virDomainScreenshot(dom->get(), stream.get(), 0, 0);
   if (mime == nullptr) return Fail(LibvirtError("screenshot " + name));
@@ -348,14 +341,32 @@ Result<std::string> LibvirtHypervisor::Screenshot(const std::string& name) {
 }
 
 bool LibvirtHypervisor::KvmAvailable() {
-  std::lock_guard lock(mutex_);
   auto conn = Conn();
   if (!conn) return false;
   // libvirt answers for virttype=kvm only when it can really start KVM guests here.
-  char* caps = virConnectGetDomainCapabilities(*conn, nullptr, "x86_64", nullptr, "kvm", 0);
+  char* caps = virConnectGetDomainCapabilities(conn->get(), nullptr, "x86_64", nullptr, "kvm", 0);
   if (caps == nullptr) return false;
   free(caps);
   return true;
+}
+
+std::string LibvirtHypervisor::LogTail(const std::string& name) {
+  // Where libvirt's QEMU driver keeps each domain's QEMU log (its stderr: "kvm run failed", an
+  // assertion on an MSR). Only for the system instance; other drivers have none.
+  if (uri_ != "qemu:///system") return {};
+  std::string path = "/var/log/libvirt/qemu/" + name + ".log";
+  FILE* f = fopen(path.c_str(), "re");
+  if (f == nullptr) return {};
+  constexpr long kTail = 800;
+  std::string tail(kTail, '\0');
+  if (fseek(f, -kTail, SEEK_END) != 0) fseek(f, 0, SEEK_SET);
+  size_t n = fread(tail.data(), 1, tail.size(), f);
+  fclose(f);
+  tail.resize(n);
+  for (char& c : tail) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\n') c = ' ';
+  }
+  return "; QEMU log: " + tail;
 }
 
 }  // namespace berth::hypervisor

@@ -2,6 +2,12 @@
 // tests. One connection, reopened when virConnectIsAlive() says it died; libvirt's default
 // event loop runs on its own thread from construction (registered before the first
 // connection, never stopped) and delivers lifecycle events.
+//
+// Threads: any. libvirt's connection is thread-safe and its errors are per thread, so calls
+// run concurrently: only taking the connection (and reconnecting) is serialized, and each call
+// holds its own reference to the connection, so a reconnect never pulls it from under a call
+// in flight. A long managedsave of one domain does not hold up a boot or a state query of
+// another.
 #pragma once
 
 #include <libvirt/libvirt.h>
@@ -20,6 +26,10 @@ struct Deleter<virDomain> {
   void operator()(virDomain* d) const { virDomainFree(d); }
 };
 template <>
+struct Deleter<virConnect> {
+  void operator()(virConnect* c) const { virConnectClose(c); }  // drops one reference
+};
+template <>
 struct Deleter<virStream> {
   void operator()(virStream* s) const { virStreamFree(s); }
 };
@@ -35,7 +45,7 @@ class LibvirtHypervisor : public Hypervisor {
 
   Status Define(const DomainSpec& spec) override;
   Status Start(const std::string& name) override;
-  Status Shutdown(const std::string& name) override;
+  Status PressPowerButton(const std::string& name) override;
   Status Destroy(const std::string& name) override;
   Status Save(const std::string& name) override;
   Status DiscardSave(const std::string& name) override;
@@ -45,17 +55,18 @@ class LibvirtHypervisor : public Hypervisor {
   Result<DomainStats> Stats(const std::string& name) override;
   Result<std::string> Screenshot(const std::string& name) override;
   bool KvmAvailable() override;
+  std::string LogTail(const std::string& name) override;
   void SetEventHandler(std::function<void(const DomainEvent&)> handler) override;
 
  private:
   explicit LibvirtHypervisor(std::string uri) : uri_(std::move(uri)) {}
-  // The live connection, reconnecting if needed. Caller holds mutex_.
-  Result<virConnectPtr> Conn();
+  // A reference to the live connection, reconnecting if needed. Takes mutex_ briefly.
+  Result<Unique<virConnect>> Conn();
   Result<Unique<virDomain>> Lookup(const std::string& name);
   static int OnLifecycle(virConnectPtr, virDomainPtr dom, int event, int detail, void* opaque);
 
   std::string uri_;
-  std::mutex mutex_;  // guards conn_ and callback registration
+  std::mutex mutex_;  // guards conn_ and callback_id_ only; never held across a libvirt call on a domain
   virConnectPtr conn_ = nullptr;
   int callback_id_ = -1;
   std::mutex handler_mutex_;

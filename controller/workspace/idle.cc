@@ -2,31 +2,43 @@
 // traffic or open streams to it, or its agent reports processes started through the API, a
 // busy CPU, or keep-awake leases. When none of these has been true for `idle_timeout`,
 // `idle_action` runs. `max_runtime` stops a workspace however busy it is.
+//
+// Every tick starts one check per running workspace, each on its own strand and each with its
+// own deadline for the agent's answer, so a slow or hostile guest delays only its own check; a
+// workspace whose previous check is still waiting is skipped until it is done.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "controller/workspace/service.h"
-#include "controller/workspace/service_runtime.h"
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "controller/workspace/service_internal.h"
 
 namespace berth::workspace {
+
+namespace asio = boost::asio;
 
 namespace {
 
 // What the agent's GET /v1/activity says keeps the guest awake. A guest is not trusted: any
-// field may be missing or of the wrong type.
+// field may be missing or of the wrong type, and nothing of it is copied but what is shown.
 std::vector<std::string> GuestReasons(const nlohmann::json& a, bool cpu_counts) {
   std::vector<std::string> reasons;
   if (!a.is_object()) return reasons;
-  auto procs = a.value("running_processes", nlohmann::json(0));
-  if (procs.is_number_integer() && procs.get<int64_t>() > 0) {
-    reasons.push_back(fmt::format("{} process{} started through the API", procs.get<int64_t>(),
-                                  procs.get<int64_t>() == 1 ? "" : "es"));
+  if (auto procs = a.find("running_processes");
+      procs != a.end() && procs->is_number_integer() && procs->get<int64_t>() > 0) {
+    int64_t n = procs->get<int64_t>();
+    reasons.push_back(fmt::format("{} process{} started through the API", n, n == 1 ? "" : "es"));
   }
   if (auto cpu = a.find("cpu"); cpu_counts && cpu != a.end() && cpu->is_object()) {
-    auto pct = cpu->value("percent", nlohmann::json(0.0));
-    auto threshold = cpu->value("busy_threshold_percent", nlohmann::json(100.0));
-    if (pct.is_number() && threshold.is_number() && pct.get<double>() >= threshold.get<double>()) {
-      reasons.push_back(fmt::format("guest CPU at {:.0f}%", pct.get<double>()));
+    auto pct = cpu->find("percent");
+    auto threshold = cpu->find("busy_threshold_percent");
+    double limit = threshold != cpu->end() && threshold->is_number() ? threshold->get<double>() : 100.0;
+    if (pct != cpu->end() && pct->is_number() && pct->get<double>() >= limit) {
+      reasons.push_back(fmt::format("guest CPU at {:.0f}%", pct->get<double>()));
     }
   }
   if (auto leases = a.find("leases"); leases != a.end() && leases->is_array()) {
@@ -34,10 +46,12 @@ std::vector<std::string> GuestReasons(const nlohmann::json& a, bool cpu_counts) 
       if (reasons.size() >= 20) break;
       // The guest writes this: anything but a string is ignored, never thrown on.
       std::string why;
-      if (lease.is_object() && lease.contains("reason") && lease["reason"].is_string()) {
-        why = lease["reason"].get<std::string>();
+      if (lease.is_object()) {
+        if (auto r = lease.find("reason"); r != lease.end() && r->is_string()) {
+          const auto& text = r->get_ref<const std::string&>();
+          why = text.substr(0, 200);
+        }
       }
-      if (why.size() > 200) why.resize(200);
       reasons.push_back(why.empty() ? "keep-awake lease" : "keep-awake lease: " + why);
     }
   }
@@ -46,83 +60,88 @@ std::vector<std::string> GuestReasons(const nlohmann::json& a, bool cpu_counts) 
 
 }  // namespace
 
-void WorkspaceService::IdleTick() {
-  if (stopping_) return;
-  auto all = store_.ListAllWorkspaces();
-  if (!all) return;
-  for (const auto& ws : *all) {
-    if (stopping_) return;
-    if (ws.state != State::kRunning) continue;
-    {
-      std::lock_guard lock(mutex_);
-      auto it = runtimes_.find(ws.id);
-      if (it != runtimes_.end() && it->second->pending_ops > 0) continue;
-    }
-    IdleCheck(ws);
+Task<void> WorkspaceService::IdleLoop() {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!stopping_) {
+    timer.expires_after(options_.idle_poll);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec || stopping_) co_return;
+    IdleTick();
   }
 }
 
-void WorkspaceService::IdleCheck(const Workspace& ws) {
-  std::vector<std::string> guest;
-  if (auto link = Link(ws.id)) {
-    auto activity = options_.probe(*link, std::chrono::milliseconds(3000));
-    if (activity) guest = GuestReasons(*activity, !transport_->SharesHostCpu());
+void WorkspaceService::IdleTick() {
+  for (auto& a : AllActors()) {
+    auto check = [this, a]() { return IdleCheck(a); };
+    asio::co_spawn(a->strand(), std::move(check), asio::detached);
   }
-  int64_t now = Now();
-  auto rt = RuntimeFor(ws.id);
-  int64_t last = 0;
-  bool streams_open = false;
-  bool persist = false;
-  {
-    std::lock_guard lock(mutex_);
-    streams_open = !rt->streams.empty();
-    if (streams_open || !guest.empty()) rt->last_activity = now;
-    rt->guest_reasons = guest;
-    last = std::max({rt->last_activity, ws.last_active_at.value_or(0), ws.started_at.value_or(0)});
-    rt->idle_at = last + ws.idle_timeout_s;
-    // last_active_at is for the API and for a restarted berthd; once a minute is enough.
-    if (rt->last_activity - rt->last_persisted_activity >= 60 ||
-        (rt->last_activity > rt->last_persisted_activity && now - rt->last_activity > 5)) {
-      rt->last_persisted_activity = rt->last_activity;
-      persist = rt->last_activity > ws.last_active_at.value_or(0);
-    }
-  }
-  if (persist) {
-    Modify(ws.id, [&](Workspace& fresh) -> Status {
-      if (last > fresh.last_active_at.value_or(0)) fresh.last_active_at = last;
-      return {};
-    });
-  }
+}
 
-  bool over_runtime = ws.max_runtime_s && ws.started_at && now >= *ws.started_at + *ws.max_runtime_s;
-  bool idle = now >= last + ws.idle_timeout_s;
-  if (!over_runtime && !idle) return;
-
-  std::lock_guard api(api_mutex_);
-  auto fresh = store_.GetWorkspaceById(ws.id);
-  if (!fresh || fresh->state != State::kRunning) return;
-  {
-    std::lock_guard lock(mutex_);
-    // A request that arrived since the check keeps it awake.
-    if (!over_runtime && (!rt->streams.empty() || rt->last_activity > last)) return;
-  }
-  std::string id = fresh->id;
-  if (over_runtime) {
-    if (Transition(*fresh, State::kStopping, "max_runtime",
-                   fmt::format("ran for its max_runtime of {} s", *ws.max_runtime_s))) {
-      Spawn(id, [this, id] { StopOp(id, false, "stopped"); });
-    }
+void WorkspaceService::IdleTickForTest(bool wait) {
+  if (!wait) {
+    IdleTick();
     return;
   }
+  std::vector<std::future<void>> done;
+  for (auto& a : AllActors()) {
+    auto check = [this, a]() { return IdleCheck(a); };
+    done.push_back(asio::co_spawn(a->strand(), std::move(check), asio::use_future));
+  }
+  for (auto& d : done) d.get();
+}
+
+Task<void> WorkspaceService::IdleCheck(ActorPtr a) {
+  if (stopping_ || a->record().state != State::kRunning || a->pending_ops() > 0 || a->idle_check_running) {
+    co_return;
+  }
+  a->idle_check_running = true;
+  struct Done {
+    Actor& actor;
+    ~Done() { actor.idle_check_running = false; }
+  } done{*a};
+
+  std::vector<std::string> guest;
+  if (auto link = a->link()) {
+    auto activity = co_await Probe(*link, options_.probe_deadline);
+    if (activity) guest = GuestReasons(*activity, !transport_->SharesHostCpu());
+  }
+  // The world may have moved on while the guest answered.
+  if (stopping_ || a->record().state != State::kRunning || a->pending_ops() > 0) co_return;
+  const Workspace& ws = a->record();
+  int64_t now = Now();
+  if (a->streams_open() || !guest.empty()) a->NoteActivity(now);
+  a->SetGuestReasons(guest);
+  int64_t last = std::max({a->last_activity(), ws.last_active_at.value_or(0), ws.started_at.value_or(0)});
+  a->SetIdleAt(last + ws.idle_timeout_s);
+  // last_active_at is for the API and for a restarted berthd; once a minute is enough.
+  if (last - a->persisted_activity >= 60 || (last > a->persisted_activity && now - last > 5)) {
+    a->persisted_activity = last;
+    if (last > ws.last_active_at.value_or(0)) {
+      Workspace fresh = ws;
+      fresh.last_active_at = last;
+      if (auto s = Commit(*a, std::move(fresh)); !s) co_return;  // logged by Commit
+    }
+  }
+
+  const Workspace& cur = a->record();
+  bool over_runtime = cur.max_runtime_s && cur.started_at && now >= *cur.started_at + *cur.max_runtime_s;
+  bool idle = now >= last + cur.idle_timeout_s;
+  if (!over_runtime && !idle) co_return;
+  // A request that arrived since the check keeps it awake.
+  if (!over_runtime && (a->streams_open() || a->last_activity() > last)) co_return;
+  if (over_runtime) {
+    auto message = fmt::format("ran for its max_runtime of {} s", *cur.max_runtime_s);
+    if (auto s = Transition(*a, State::kStopping, "max_runtime", message); !s) co_return;
+    a->Enqueue([this, a] { return StopOp(a, false, "stopped"); });
+    co_return;
+  }
   auto message = fmt::format("idle for {} s", now - last);
-  if (fresh->idle_action == IdleAction::kHibernate) {
-    if (Transition(*fresh, State::kHibernating, "hibernating", message)) {
-      Spawn(id, [this, id] { HibernateOp(id, "hibernated_by_idle"); });
-    }
+  if (cur.idle_action == IdleAction::kHibernate) {
+    if (auto s = Transition(*a, State::kHibernating, "hibernating", message); !s) co_return;
+    a->Enqueue([this, a] { return HibernateOp(a, "hibernated_by_idle"); });
   } else {
-    if (Transition(*fresh, State::kStopping, "stopping", message)) {
-      Spawn(id, [this, id] { StopOp(id, false, "stopped_by_idle"); });
-    }
+    if (auto s = Transition(*a, State::kStopping, "stopping", message); !s) co_return;
+    a->Enqueue([this, a] { return StopOp(a, false, "stopped_by_idle"); });
   }
 }
 

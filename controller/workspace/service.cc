@@ -1,20 +1,29 @@
-// The workspace service's API-facing operations and its in-memory runtime state. The
-// operations themselves are in lifecycle.cc, reconciliation in reconcile.cc, the idle loop
-// in idle.cc.
+// The workspace service's front: construction and lifetime, the registry of owners (by id and
+// by (tenant, name)), the API's operations (each a short step on the workspace's strand that
+// checks the state, transitions and queues the operation), waiting, and the in-memory reads.
+// The operations themselves are in operations.cc, the transitions in transitions.cc, the idle
+// loop in idle.cc, reconciliation in reconcile.cc.
 #include "controller/workspace/service.h"
 
-#include <fstream>
+#include <future>
+#include <thread>
 
-#include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/random.h"
 #include "common/unix_time.h"
+#include "controller/agent_client/agent_probe.h"
+#include "controller/hypervisor/kvm_probe.h"
 #include "controller/workspace/disks.h"
-#include "controller/workspace/service_runtime.h"
+#include "controller/workspace/service_internal.h"
 
 namespace berth::workspace {
 
+namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
 namespace {
@@ -39,9 +48,18 @@ Status DefaultMakeDisks(const ImageVersion& image, const Layout& layout, int dis
   return make(layout.data_disk(), [&](const fs::path& p) { return CreateBlankDisk(p, disk_gib); });
 }
 
-Error Conflict(const Workspace& ws, std::string_view what) {
-  return Error{ErrorCode::kFailedPrecondition,
-               fmt::format("cannot {} workspace '{}' while it is {}", what, ws.name, StateName(ws.state))};
+// States that will not turn into another by themselves.
+bool Settled(State state) {
+  return state == State::kError || state == State::kStopped || state == State::kHibernated ||
+         state == State::kRunning;
+}
+
+bool LabelsMatch(const Workspace& ws, const std::vector<std::pair<std::string, std::string>>& labels) {
+  for (const auto& [k, v] : labels) {
+    auto it = ws.labels.find(k);
+    if (it == ws.labels.end() || !it->is_string() || it->get_ref<const std::string&>() != v) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -53,31 +71,35 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
       transport_(std::move(transport)),
       options_(std::move(options)),
       images_(options_.images_dir.empty() ? options_.data_dir / "images" : options_.images_dir),
+      control_(static_cast<size_t>(std::max(1, options_.control_threads))),
+      blocking_(static_cast<size_t>(std::max(1, options_.blocking_threads))),
+      loops_(asio::make_strand(control_.get_executor())),
       boot_slots_(std::max(1, options_.max_concurrent_boots)) {
-  if (!options_.clock) {
-    options_.clock = UnixNow;
-  }
-  if (!options_.probe) options_.probe = agent_client::FetchActivity;
+  if (!options_.clock) options_.clock = UnixNow;
+  if (!options_.probe) options_.probe = agent_client::ProbeActivity;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;
+  if (!options_.kvm_works) {
+    options_.kvm_works = [this] {
+      if (!hypervisor_.KvmAvailable()) return false;
+      auto probe = hypervisor::ProbeKvm(std::chrono::seconds(2));
+      if (!probe) spdlog::warn("KVM: {}; guests run under TCG", probe.error().message);
+      return probe.has_value();
+    };
+  }
+}
+
+WorkspaceService::~WorkspaceService() { Shutdown(); }
+
+Status WorkspaceService::Run() {
   if (options_.accel == "kvm") {
     kvm_ = true;
   } else if (options_.accel == "tcg") {
     kvm_ = false;
   } else {
-    kvm_ = hypervisor_.KvmAvailable();
+    kvm_ = options_.kvm_works();
   }
-  boot_timeout_ = options_.boot_timeout.count() > 0
-                      ? options_.boot_timeout
-                      : std::chrono::seconds(kvm_ ? 120 : 420);
-  hypervisor_.SetEventHandler([this](const hypervisor::DomainEvent& e) { OnDomainEvent(e); });
-}
-
-WorkspaceService::~WorkspaceService() {
-  Shutdown();
-  hypervisor_.SetEventHandler(nullptr);
-}
-
-Status WorkspaceService::Run() {
+  boot_timeout_ = options_.boot_timeout.count() > 0 ? options_.boot_timeout
+                                                    : std::chrono::seconds(kvm_ ? 120 : 420);
   std::error_code ec;
   fs::create_directories(options_.data_dir / "workspaces", ec);
   if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + (options_.data_dir / "workspaces").string()));
@@ -85,187 +107,103 @@ Status WorkspaceService::Run() {
   fs::permissions(options_.data_dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
   fs::permissions(options_.data_dir / "workspaces",
                   fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
-  spdlog::info("workspaces: {} guests, {} transport, boot deadline {} s", kvm_ ? "KVM" : "TCG",
-               transport_->name(), boot_timeout_.count());
+  auto all = store_.ListAllWorkspaces();
+  if (!all) return Fail(all.error());
+  for (auto& ws : *all) Adopt(std::move(ws));
+  spdlog::info("workspaces: {} loaded; {} guests, {} transport, boot deadline {} s", all->size(),
+               kvm_ ? "KVM" : "TCG", transport_->name(), boot_timeout_.count());
+  hypervisor_.SetEventHandler([this](const hypervisor::DomainEvent& e) { OnDomainEvent(e); });
   HoldImages();
-  Reconcile();
-  loop_ = std::thread([this] { Loop(); });
+  // The first reconcile pass decides every workspace before the API serves; the operations it
+  // queues run afterwards.
+  auto first = asio::co_spawn(loops_, ReconcileAll(), asio::use_future);
+  first.get();
+  auto loop = [this](Task<void> (WorkspaceService::*body)()) {
+    ++loops_running_;
+    auto run = [this, body]() -> Task<void> {
+      co_await (this->*body)();
+      --loops_running_;
+    };
+    asio::co_spawn(loops_, std::move(run), asio::detached);
+  };
+  loop(&WorkspaceService::IdleLoop);
+  loop(&WorkspaceService::ReconcileLoop);
+  loop(&WorkspaceService::ImageLoop);
   return {};
 }
 
 void WorkspaceService::Shutdown() {
   if (stopping_.exchange(true)) return;
-  changed_.notify_all();
-  if (loop_.joinable()) loop_.join();
-  std::vector<OpThread> threads;
-  {
-    std::unique_lock lock(mutex_);
-    threads.swap(threads_);
+  hypervisor_.SetEventHandler(nullptr);
+  boot_slots_.Close();
+  feed_.Close();
+  // No step of any operation runs from here on; each is safe to cut (a restarted service
+  // reconciles). Blocking calls in flight finish before their coroutines' frames go away.
+  control_.stop();
+  control_.join();
+  blocking_.join();
+}
+
+// --- registry ---------------------------------------------------------------------------------
+
+WorkspaceService::ActorPtr WorkspaceService::FindById(const std::string& id) const {
+  std::lock_guard lock(registry_mutex_);
+  auto it = actors_.find(id);
+  return it == actors_.end() ? nullptr : it->second;
+}
+
+WorkspaceService::ActorPtr WorkspaceService::Find(const std::string& tenant_id,
+                                                  const std::string& id_or_name) const {
+  std::lock_guard lock(registry_mutex_);
+  if (auto it = by_name_.find({tenant_id, id_or_name}); it != by_name_.end()) {
+    auto a = actors_.find(it->second);
+    if (a != actors_.end()) return a->second;
   }
-  for (auto& t : threads) t.thread.join();
+  auto it = actors_.find(id_or_name);
+  if (it == actors_.end()) return nullptr;
+  // Another tenant's workspace is not there at all.
+  return it->second->Snapshot().tenant_id == tenant_id ? it->second : nullptr;
 }
 
-void WorkspaceService::Loop() {
-  auto next_reconcile = std::chrono::steady_clock::now() + options_.reconcile_every;
-  auto next_idle = std::chrono::steady_clock::now() + options_.idle_poll;
-  // The first collection runs on this thread at once: deleting gigabytes of old images must
-  // not hold up start-up.
-  auto next_gc = std::chrono::steady_clock::now();
-  while (!stopping_) {
-    std::vector<OpThread> finished;
-    {
-      std::unique_lock lock(mutex_);
-      auto until = std::min(next_reconcile, next_idle);
-      if (options_.image_gc_every.count() > 0) until = std::min(until, next_gc);
-      changed_.wait_until(lock, until, [this] { return stopping_.load(); });
-      // Threads of finished operations are joined here, so they do not pile up.
-      for (auto it = threads_.begin(); it != threads_.end();) {
-        if (it->done->load()) {
-          finished.push_back(std::move(*it));
-          it = threads_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (auto& t : finished) t.thread.join();
-    if (stopping_) break;
-    auto now = std::chrono::steady_clock::now();
-    if (now >= next_idle) {
-      IdleTick();
-      next_idle = std::chrono::steady_clock::now() + options_.idle_poll;
-    }
-    if (now >= next_reconcile) {
-      Reconcile();
-      next_reconcile = std::chrono::steady_clock::now() + options_.reconcile_every;
-    }
-    if (options_.image_gc_every.count() > 0 && now >= next_gc) {
-      CollectImages();
-      next_gc = std::chrono::steady_clock::now() + options_.image_gc_every;
-    }
-  }
+Result<WorkspaceService::ActorPtr> WorkspaceService::Lookup(const std::string& tenant_id,
+                                                            const std::string& id_or_name) const {
+  auto actor = Find(tenant_id, id_or_name);
+  if (!actor) return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", id_or_name));
+  return actor;
 }
 
-void WorkspaceService::HoldImages() {
-  auto all = store_.ListAllWorkspaces();
-  if (!all) {
-    spdlog::warn("images: cannot list workspaces to hold their images: {}", all.error().message);
-    return;
-  }
-  for (const auto& ws : *all) {
-    if (ws.state == State::kDeleting) continue;
-    auto image = images_.Get(ws.image, ws.image_version);
-    if (!image) {
-      spdlog::warn("workspace {} ({}): {}", ws.id, ws.name, image.error().message);
-      continue;
-    }
-    if (auto s = images_.Hold(*image, ws.id, LayoutFor(ws.id).root_disk()); !s) {
-      spdlog::warn("workspace {} ({}): holding image: {}", ws.id, ws.name, s.error().message);
-    }
-  }
+WorkspaceService::ActorPtr WorkspaceService::Adopt(Workspace ws) {
+  auto actor = std::make_shared<Actor>(asio::make_strand(control_.get_executor()), ws);
+  actor->NoteActivity(ws.last_active_at.value_or(ws.updated_at));
+  actor->persisted_activity = ws.last_active_at.value_or(0);
+  std::lock_guard lock(registry_mutex_);
+  actors_[ws.id] = actor;
+  by_name_[{ws.tenant_id, ws.name}] = ws.id;
+  return actor;
 }
 
-void WorkspaceService::CollectImages() {
-  if (options_.image_gc_every.count() <= 0) return;
-  for (const auto& c : images_.CollectUnused()) {
-    spdlog::info("images: removed {} version {} ({} MiB): not current, and no workspace uses it",
-                 c.name, c.version, c.bytes >> 20);
-  }
+void WorkspaceService::Forget(const Actor& actor) {
+  auto ws = actor.Snapshot();
+  std::lock_guard lock(registry_mutex_);
+  actors_.erase(ws.id);
+  auto it = by_name_.find({ws.tenant_id, ws.name});
+  if (it != by_name_.end() && it->second == ws.id) by_name_.erase(it);
 }
 
-std::shared_ptr<WorkspaceService::Runtime> WorkspaceService::RuntimeFor(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  auto& rt = runtimes_[id];
-  if (!rt) rt = std::make_shared<Runtime>();
-  return rt;
+std::vector<WorkspaceService::ActorPtr> WorkspaceService::AllActors() const {
+  std::lock_guard lock(registry_mutex_);
+  std::vector<ActorPtr> out;
+  out.reserve(actors_.size());
+  for (const auto& [id, a] : actors_) out.push_back(a);
+  return out;
 }
 
-Result<Workspace> WorkspaceService::Modify(const std::string& id,
-                                           const std::function<Status(Workspace&)>& fn) {
-  std::lock_guard lock(write_mutex_);
-  auto fresh = store_.GetWorkspaceById(id);
-  if (!fresh) return fresh;
-  if (auto s = fn(*fresh); !s) return Fail(s.error());
-  if (auto s = store_.UpdateWorkspace(*fresh); !s) {
-    spdlog::error("workspace {}: writing: {}", id, s.error().message);
-    return Fail(s.error());
-  }
-  return fresh;
-}
+// --- create -------------------------------------------------------------------------------------
 
-Status WorkspaceService::Transition(Workspace& ws, State state, const std::string& event,
-                                    const std::string& message, std::optional<std::string> error) {
-  State expected = ws.state;
-  auto written = Modify(ws.id, [&](Workspace& fresh) -> Status {
-    if (fresh.state != expected) {
-      return Fail(ErrorCode::kFailedPrecondition,
-                  fmt::format("workspace is {} now, not {}", StateName(fresh.state), StateName(expected)));
-    }
-    fresh.state = state;
-    fresh.error = error;
-    fresh.updated_at = Now();
-    // Fields the operation itself owns and may have changed on its copy.
-    fresh.started_at = ws.started_at;
-    fresh.agent_port = ws.agent_port;
-    if (ws.last_active_at > fresh.last_active_at) fresh.last_active_at = ws.last_active_at;
-    return {};
-  });
-  if (!written) {
-    if (auto again = store_.GetWorkspaceById(ws.id)) ws = std::move(*again);
-    return Fail(written.error());
-  }
-  ws = std::move(*written);
-  {
-    std::lock_guard lock(mutex_);
-    auto& rt = runtimes_[ws.id];
-    if (!rt) rt = std::make_shared<Runtime>();
-    rt->state = state;
-  }
-  changed_.notify_all();
-  if (!event.empty()) Record(ws, event, message);
-  return {};
-}
-
-void WorkspaceService::Record(const Workspace& ws, const std::string& type,
-                              const std::string& message, const nlohmann::json& data) {
-  auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), type, message, data);
-  if (!added) spdlog::warn("workspace {}: event {}: {}", ws.id, type, added.error().message);
-  spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, type, message.empty() ? "" : ": ", message);
-}
-
-void WorkspaceService::Spawn(const std::string& id, std::function<void()> fn) {
-  auto rt = RuntimeFor(id);
-  std::lock_guard lock(mutex_);
-  if (stopping_) return;
-  ++running_ops_;
-  ++rt->pending_ops;
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread thread([this, rt, done, fn = std::move(fn)] {
-    {
-      std::lock_guard op(rt->op_mutex);
-      if (!stopping_) fn();
-    }
-    std::lock_guard lock(mutex_);
-    --running_ops_;
-    --rt->pending_ops;
-    done->store(true);
-    changed_.notify_all();
-  });
-  threads_.push_back(OpThread{std::move(thread), done});
-}
-
-void WorkspaceService::WaitIdleForTest() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return running_ops_ == 0; });
-}
-
-// --- the API's operations ---------------------------------------------------------------------
-
-Result<Workspace> WorkspaceService::Create(const std::string& tenant_id,
-                                           const CreateRequest& request,
-                                           const std::string& idempotency_key, bool* existed) {
-  if (existed) *existed = false;
-  std::lock_guard api(api_mutex_);
+Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_id,
+                                                      const CreateRequest& request,
+                                                      const std::string& idempotency_key) {
+  std::lock_guard create(create_mutex_);
   if (!idempotency_key.empty()) {
     if (idempotency_key.size() > 200) {
       return Fail(ErrorCode::kInvalidArgument, "Idempotency-Key is longer than 200 characters");
@@ -273,12 +211,11 @@ Result<Workspace> WorkspaceService::Create(const std::string& tenant_id,
     auto earlier = store_.FindIdempotencyKey(tenant_id, idempotency_key);
     if (!earlier) return Fail(earlier.error());
     if (*earlier) {
-      auto ws = store_.GetWorkspaceById(**earlier);
-      if (ws) {
-        if (existed) *existed = true;
-        return ws;
-      }
+      if (auto actor = FindById(**earlier)) return CreateResult{actor->Snapshot(), true};
     }
+  }
+  if (Find(tenant_id, request.name)) {
+    return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", request.name));
   }
   auto image = images_.Current(request.image);
   if (!image) {
@@ -340,42 +277,53 @@ Result<Workspace> WorkspaceService::Create(const std::string& tenant_id,
   }
   if (!idempotency_key.empty()) {
     if (auto s = store_.InsertIdempotencyKey(tenant_id, idempotency_key, ws.id, Now()); !s) {
+      // The workspace exists; only a retry with this key would make a second one.
       spdlog::warn("idempotency key for {}: {}", ws.id, s.error().message);
     }
   }
-  {
-    std::lock_guard lock(mutex_);
-    auto& rt = runtimes_[ws.id];
-    if (!rt) rt = std::make_shared<Runtime>();
-    rt->state = ws.state;
-    rt->last_activity = ws.created_at;
+  Change change;
+  change.tenant_id = ws.tenant_id;
+  change.workspace_id = ws.id;
+  change.workspace = ws;
+  auto message = fmt::format("image {} {}, {} vCPU, {} MiB, {} GiB", ws.image,
+                             ws.image_version.substr(0, 12), ws.vcpus, ws.memory_mib, ws.disk_gib);
+  if (auto event = store_.AddEvent(ws.id, ws.tenant_id, Now(), "created", message)) {
+    change.event = std::move(*event);
+  } else {
+    spdlog::warn("workspace {}: event created: {}", ws.id, event.error().message);
   }
-  Record(ws, "created", fmt::format("image {} {}, {} vCPU, {} MiB, {} GiB", ws.image,
-                                    ws.image_version.substr(0, 12), ws.vcpus, ws.memory_mib, ws.disk_gib));
-  std::string id = ws.id;
-  Spawn(id, [this, id] { FinishCreate(id); });
-  return ws;
-}
-
-Result<Workspace> WorkspaceService::Get(const std::string& tenant_id, const std::string& id_or_name) {
-  return store_.GetWorkspace(tenant_id, id_or_name);
-}
-
-Result<std::vector<Workspace>> WorkspaceService::List(const std::string& tenant_id,
-                                                      const store::WorkspaceFilter& filter) {
-  return store_.ListWorkspaces(tenant_id, filter);
-}
-
-Result<Workspace> WorkspaceService::Patch(const std::string& tenant_id,
-                                          const std::string& id_or_name, const nlohmann::json& body) {
-  auto found = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!found) return found;
-  auto ws = Modify(found->id, [&](Workspace& fresh) -> Status {
-    if (auto s = ApplyPatch(body, fresh); !s) return s;
-    fresh.updated_at = Now();
-    return {};
+  spdlog::info("workspace {} ({}): created: {}", ws.id, ws.name, message);
+  auto actor = Adopt(ws);
+  feed_.Publish(change);
+  asio::post(actor->strand(), [this, actor] {
+    actor->Enqueue([this, actor] { return FinishCreate(actor); });
   });
-  if (ws) {
+  return CreateResult{std::move(ws), false};
+}
+
+Task<Result<CreateResult>> WorkspaceService::Create(std::string tenant_id, CreateRequest request,
+                                                    std::string idempotency_key) {
+  if (stopping_) co_return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
+  auto create = [this, &tenant_id, &request, &idempotency_key] {
+    return CreateBlocking(tenant_id, request, idempotency_key);
+  };
+  co_return co_await Blocking(std::move(create));
+}
+
+// --- the API's transitions --------------------------------------------------------------------
+
+Task<Result<Workspace>> WorkspaceService::Patch(std::string tenant_id, std::string id_or_name,
+                                                nlohmann::json body) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto step = [this, a, &body]() -> Result<Workspace> {
+    Workspace ws = a->record();
+    if (auto s = ApplyPatch(body, ws); !s) return Fail(s.error());
+    if (ws.name != a->record().name && Find(ws.tenant_id, ws.name)) {
+      return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", ws.name));
+    }
+    ws.updated_at = Now();
     // Env values are often secrets: the event names the variables, not their values.
     nlohmann::json detail = body;
     if (auto it = detail.find("env"); it != detail.end() && it->is_object()) {
@@ -383,211 +331,282 @@ Result<Workspace> WorkspaceService::Patch(const std::string& tenant_id,
       for (const auto& [name, value] : it->items()) names.push_back(name);
       *it = {{"names", names}};
     }
-    Record(*ws, "updated", detail.dump());
-  }
-  return ws;
+    if (auto s = Commit(*a, ws, "updated", detail.dump()); !s) return Fail(s.error());
+    return a->record();
+  };
+  co_return co_await OnStrand(a, std::move(step));
 }
 
-Result<Workspace> WorkspaceService::Delete(const std::string& tenant_id,
-                                           const std::string& id_or_name) {
-  std::lock_guard api(api_mutex_);
-  auto ws = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!ws) return ws;
-  if (ws->state == State::kDeleting) return ws;
-  if (auto s = Transition(*ws, State::kDeleting, "deleting", ""); !s) return Fail(s.error());
-  std::string id = ws->id;
-  Spawn(id, [this, id] { DeleteOp(id); });
-  return ws;
+Task<Result<Workspace>> WorkspaceService::Delete(std::string tenant_id, std::string id_or_name) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto step = [this, a]() -> Result<Workspace> {
+    if (a->record().state == State::kDeleting) return a->record();
+    if (auto s = Transition(*a, State::kDeleting, "deleting", ""); !s) return Fail(s.error());
+    a->Enqueue([this, a] { return DeleteOp(a); });
+    return a->record();
+  };
+  co_return co_await OnStrand(a, std::move(step));
 }
 
-Result<Workspace> WorkspaceService::Start(const std::string& tenant_id,
-                                          const std::string& id_or_name, bool woken) {
-  std::lock_guard api(api_mutex_);
-  auto ws = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!ws) return ws;
-  switch (ws->state) {
-    case State::kRunning:
-    case State::kStarting:
-    case State::kCreating:
-      return ws;
-    case State::kStopped:
-    case State::kHibernated:
-    case State::kError:
-      break;
-    default:
-      return Fail(Conflict(*ws, "start"));
-  }
-  if (auto s = Transition(*ws, State::kStarting, woken ? "woken" : "starting",
-                          woken ? "a request to its agent started it" : "");
-      !s) {
-    return Fail(s.error());
-  }
-  NoteActivity(ws->id);
-  std::string id = ws->id;
-  Spawn(id, [this, id, woken] { Boot(id, woken); });
-  return ws;
+Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::string id_or_name, bool woken) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto step = [this, a, woken]() -> Result<Workspace> {
+    switch (a->record().state) {
+      case State::kRunning:
+      case State::kStarting:
+      case State::kCreating:
+        return a->record();
+      case State::kStopped:
+      case State::kHibernated:
+      case State::kError:
+        break;
+      default:
+        return Fail(Conflict(a->record(), "start"));
+    }
+    if (auto s = Transition(*a, State::kStarting, woken ? "woken" : "starting",
+                            woken ? "a request to its agent started it" : "");
+        !s) {
+      return Fail(s.error());
+    }
+    a->NoteActivity(Now());
+    a->Enqueue([this, a, woken] { return Boot(a, woken); });
+    return a->record();
+  };
+  co_return co_await OnStrand(a, std::move(step));
 }
 
-Result<Workspace> WorkspaceService::Stop(const std::string& tenant_id,
-                                         const std::string& id_or_name, bool force) {
-  std::lock_guard api(api_mutex_);
-  auto ws = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!ws) return ws;
-  switch (ws->state) {
-    case State::kStopped:
-    case State::kStopping:
-      return ws;
-    case State::kRunning:
-    case State::kStarting:
-    case State::kHibernated:
-    case State::kError:
-      break;
-    default:
-      return Fail(Conflict(*ws, "stop"));
-  }
-  if (auto s = Transition(*ws, State::kStopping, "stopping", force ? "forced" : ""); !s) {
-    return Fail(s.error());
-  }
-  std::string id = ws->id;
-  Spawn(id, [this, id, force] { StopOp(id, force, "stopped"); });
-  return ws;
+Task<Result<Workspace>> WorkspaceService::Stop(std::string tenant_id, std::string id_or_name, bool force) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto step = [this, a, force]() -> Result<Workspace> {
+    switch (a->record().state) {
+      case State::kStopped:
+      case State::kStopping:
+        return a->record();
+      case State::kRunning:
+      case State::kStarting:
+      case State::kHibernated:
+      case State::kError:
+        break;
+      default:
+        return Fail(Conflict(a->record(), "stop"));
+    }
+    if (auto s = Transition(*a, State::kStopping, "stopping", force ? "forced" : ""); !s) {
+      return Fail(s.error());
+    }
+    a->Enqueue([this, a, force] { return StopOp(a, force, "stopped"); });
+    return a->record();
+  };
+  co_return co_await OnStrand(a, std::move(step));
 }
 
-Result<Workspace> WorkspaceService::Hibernate(const std::string& tenant_id,
-                                              const std::string& id_or_name) {
-  std::lock_guard api(api_mutex_);
-  auto ws = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!ws) return ws;
-  if (ws->state == State::kHibernated || ws->state == State::kHibernating) return ws;
-  if (ws->state != State::kRunning) return Fail(Conflict(*ws, "hibernate"));
-  if (auto s = Transition(*ws, State::kHibernating, "hibernating", ""); !s) return Fail(s.error());
-  std::string id = ws->id;
-  Spawn(id, [this, id] { HibernateOp(id, "hibernated"); });
-  return ws;
+Task<Result<Workspace>> WorkspaceService::Hibernate(std::string tenant_id, std::string id_or_name) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto step = [this, a]() -> Result<Workspace> {
+    State state = a->record().state;
+    if (state == State::kHibernated || state == State::kHibernating) return a->record();
+    if (state != State::kRunning) return Fail(Conflict(a->record(), "hibernate"));
+    if (auto s = Transition(*a, State::kHibernating, "hibernating", ""); !s) return Fail(s.error());
+    a->Enqueue([this, a] { return HibernateOp(a, "hibernated"); });
+    return a->record();
+  };
+  co_return co_await OnStrand(a, std::move(step));
 }
 
-Result<Workspace> WorkspaceService::Restart(const std::string& tenant_id,
-                                            const std::string& id_or_name) {
-  std::lock_guard api(api_mutex_);
-  auto ws = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!ws) return ws;
-  if (ws->state != State::kRunning && ws->state != State::kError && ws->state != State::kStarting) {
-    return Fail(Conflict(*ws, "restart"));
-  }
-  if (auto s = Transition(*ws, State::kStopping, "stopping", "restart"); !s) return Fail(s.error());
-  std::string id = ws->id;
-  Spawn(id, [this, id] {
-    StopOp(id, false, "stopped");
-    auto again = store_.GetWorkspaceById(id);
-    if (!again || again->state != State::kStopped) return;
-    if (Transition(*again, State::kStarting, "starting", "restart")) Boot(id, false);
-  });
-  return ws;
+Task<Result<Workspace>> WorkspaceService::Restart(std::string tenant_id, std::string id_or_name) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto step = [this, a]() -> Result<Workspace> {
+    State state = a->record().state;
+    if (state != State::kRunning && state != State::kError && state != State::kStarting) {
+      return Fail(Conflict(a->record(), "restart"));
+    }
+    if (auto s = Transition(*a, State::kStopping, "stopping", "restart"); !s) return Fail(s.error());
+    a->Enqueue([this, a]() -> Task<void> {
+      co_await StopOp(a, false, "stopped");
+      if (stopping_ || a->record().state != State::kStopped) co_return;
+      if (auto s = Transition(*a, State::kStarting, "starting", "restart"); !s) co_return;
+      co_await Boot(a, false);
+    });
+    return a->record();
+  };
+  co_return co_await OnStrand(a, std::move(step));
 }
 
-Result<Workspace> WorkspaceService::KeepAlive(const std::string& tenant_id,
-                                              const std::string& id_or_name) {
-  auto ws = store_.GetWorkspace(tenant_id, id_or_name);
-  if (!ws) return ws;
-  if (ws->state != State::kRunning && ws->state != State::kStarting) {
-    return Fail(Conflict(*ws, "keep alive"));
+Task<Result<Workspace>> WorkspaceService::KeepAlive(std::string tenant_id, std::string id_or_name) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto ws = a->Snapshot();
+  if (ws.state != State::kRunning && ws.state != State::kStarting) co_return Fail(Conflict(ws, "keep alive"));
+  a->NoteActivity(Now());
+  co_return ws;
+}
+
+// --- waiting ------------------------------------------------------------------------------------
+
+Task<Result<Workspace>> WorkspaceService::WaitForState(std::string tenant_id, std::string id_or_name,
+                                                       State want, std::chrono::milliseconds timeout) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto executor = co_await asio::this_coro::executor;
+  // Subscribed before the first look: no change between the look and the wait is missed.
+  auto changes = feed_.Subscribe(executor, tenant_id, a->id());
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (!FindById(a->id())) {
+      co_return Fail(ErrorCode::kNotFound, fmt::format("workspace '{}' was deleted", id_or_name));
+    }
+    Workspace ws = a->Snapshot();
+    if (ws.state == want) co_return ws;
+    if (Settled(ws.state)) {
+      co_return Fail(ErrorCode::kFailedPrecondition,
+                     fmt::format("workspace '{}' is {}{}{}", ws.name, StateName(ws.state),
+                                 ws.error ? ": " : "", ws.error.value_or("")));
+    }
+    auto change = co_await changes->Next(deadline);
+    if (!change) {
+      if (changes->closed()) co_return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
+      co_return Fail(ErrorCode::kDeadlineExceeded,
+                     fmt::format("workspace '{}' is still {} after {} s", ws.name, StateName(ws.state),
+                                 std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+    }
   }
-  NoteActivity(ws->id);
-  return ws;
+}
+
+Task<Result<agent_client::AgentLink>> WorkspaceService::Wake(std::string tenant_id, std::string id,
+                                                             std::chrono::milliseconds timeout) {
+  auto found = Lookup(tenant_id, id);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  // The common case: running, and its agent known.
+  if (a->state() == State::kRunning) {
+    if (auto link = a->link()) co_return *link;
+  }
+  auto executor = co_await asio::this_coro::executor;
+  auto changes = feed_.Subscribe(executor, tenant_id, a->id());
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool woke = false;
+  for (;;) {
+    if (!FindById(a->id())) {
+      co_return Fail(ErrorCode::kNotFound, fmt::format("workspace '{}' was deleted", id));
+    }
+    Workspace ws = a->Snapshot();
+    switch (ws.state) {
+      case State::kRunning:
+        if (auto link = a->link()) co_return *link;
+        break;  // the boot sets the link before it says running; a moment
+      case State::kStopped:
+      case State::kHibernated: {
+        if (!ws.auto_start) {
+          co_return Fail(ErrorCode::kFailedPrecondition,
+                         fmt::format("workspace '{}' is {} and auto_start is off: start it first "
+                                     "(POST /v1/workspaces/{}/start)",
+                                     ws.name, StateName(ws.state), ws.name));
+        }
+        if (woke) {
+          // It went back to sleep after we woke it (a failed boot ends in error, not here).
+          co_return Fail(ErrorCode::kUnavailable,
+                         fmt::format("workspace '{}' stopped again while waking", ws.name));
+        }
+        auto started = co_await Start(tenant_id, ws.id, true);
+        if (!started) co_return Fail(started.error());
+        woke = true;
+        continue;
+      }
+      case State::kError:
+        co_return Fail(ErrorCode::kFailedPrecondition,
+                       fmt::format("workspace '{}' is in error ({}); start it again or delete it",
+                                   ws.name, ws.error.value_or("unknown")));
+      case State::kDeleting:
+        co_return Fail(ErrorCode::kNotFound, fmt::format("workspace '{}' is being deleted", ws.name));
+      default:
+        break;  // creating, starting, stopping, hibernating: wait for it to settle
+    }
+    auto change = co_await changes->Next(deadline);
+    if (!change && changes->closed()) co_return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
+    if (!change && std::chrono::steady_clock::now() >= deadline) {
+      auto now = a->Snapshot();
+      co_return Fail(ErrorCode::kDeadlineExceeded,
+                     fmt::format("workspace '{}' did not become ready within {} s (it is {})", now.name,
+                                 std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+                                 StateName(now.state)));
+    }
+  }
 }
 
 // --- in memory ----------------------------------------------------------------------------------
 
-std::optional<State> WorkspaceService::CachedState(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  auto it = runtimes_.find(id);
-  if (it == runtimes_.end()) return std::nullopt;
-  return it->second->state;
+Result<Workspace> WorkspaceService::Get(const std::string& tenant_id, const std::string& id_or_name) const {
+  auto actor = Lookup(tenant_id, id_or_name);
+  if (!actor) return Fail(actor.error());
+  return (*actor)->Snapshot();
 }
 
-Result<agent_client::AgentLink> WorkspaceService::Link(const std::string& id) {
-  auto rt = RuntimeFor(id);
+std::vector<Workspace> WorkspaceService::List(const std::string& tenant_id,
+                                              const store::WorkspaceFilter& filter) const {
+  std::vector<ActorPtr> candidates;
   {
-    std::lock_guard lock(mutex_);
-    if (rt->link && rt->state == State::kRunning) return *rt->link;
+    std::lock_guard lock(registry_mutex_);
+    for (auto it = actors_.upper_bound(filter.after_id); it != actors_.end(); ++it) {
+      candidates.push_back(it->second);
+    }
   }
-  auto ws = store_.GetWorkspaceById(id);
-  if (!ws) return Fail(ws.error());
-  if (ws->state != State::kRunning) {
-    return Fail(ErrorCode::kUnavailable, fmt::format("workspace '{}' is {}", ws->name, StateName(ws->state)));
+  std::vector<Workspace> out;
+  for (const auto& a : candidates) {
+    if (out.size() >= static_cast<size_t>(std::max(0, filter.limit))) break;
+    auto ws = a->Snapshot();
+    if (ws.tenant_id != tenant_id) continue;
+    if (filter.state && ws.state != *filter.state) continue;
+    if (!LabelsMatch(ws, filter.labels)) continue;
+    out.push_back(std::move(ws));
   }
-  auto link = LinkFor(*ws);
-  if (!link) return link;
-  std::lock_guard lock(mutex_);
-  rt->link = *link;
-  return link;
+  return out;
 }
 
-Result<agent_client::AgentLink> WorkspaceService::LinkFor(const Workspace& ws) {
-  auto layout = LayoutFor(ws.id);
-  auto endpoint = transport_->AgentEndpoint(ws, layout);
-  if (!endpoint) return Fail(endpoint.error());
-  std::ifstream in(layout.token());
-  std::string token;
-  std::getline(in, token);
-  if (token.empty()) return Fail(ErrorCode::kUnavailable, "the workspace has no agent token yet");
-  return agent_client::AgentLink{*endpoint, token};
-}
-
-std::optional<agent_client::AgentLink> WorkspaceService::CachedLink(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  auto it = runtimes_.find(id);
-  if (it == runtimes_.end() || it->second->state != State::kRunning) return std::nullopt;
-  return it->second->link;
+AwakeInfo WorkspaceService::Awake(const std::string& id) const {
+  auto actor = FindById(id);
+  return actor ? actor->Awake() : AwakeInfo{};
 }
 
 void WorkspaceService::NoteActivity(const std::string& id) {
-  auto now = Now();
-  std::lock_guard lock(mutex_);
-  auto& rt = runtimes_[id];
-  if (!rt) rt = std::make_shared<Runtime>();
-  rt->last_activity = std::max(rt->last_activity, now);
+  if (auto actor = FindById(id)) actor->NoteActivity(Now());
 }
 
-WorkspaceService::StreamGuard::StreamGuard(WorkspaceService* service, std::string id, std::string kind)
-    : service_(service), id_(std::move(id)), kind_(std::move(kind)) {}
-
-WorkspaceService::StreamGuard::StreamGuard(StreamGuard&& other) noexcept
-    : service_(std::exchange(other.service_, nullptr)),
-      id_(std::move(other.id_)),
-      kind_(std::move(other.kind_)) {}
-
 WorkspaceService::StreamGuard::~StreamGuard() {
-  if (!service_) return;
-  service_->NoteActivity(id_);
-  std::lock_guard lock(service_->mutex_);
-  auto it = service_->runtimes_.find(id_);
-  if (it == service_->runtimes_.end()) return;
-  auto& streams = it->second->streams;
-  if (--streams[kind_] <= 0) streams.erase(kind_);
+  if (actor_) actor_->StreamClosed(kind_, service_->Now());
 }
 
 WorkspaceService::StreamGuard WorkspaceService::OpenStream(const std::string& id, std::string kind) {
-  NoteActivity(id);
-  {
-    std::lock_guard lock(mutex_);
-    ++runtimes_[id]->streams[kind];
-  }
-  return StreamGuard(this, id, std::move(kind));
+  auto actor = FindById(id);
+  if (!actor) return StreamGuard();
+  actor->StreamOpened(kind, Now());
+  return StreamGuard(this, std::move(actor), std::move(kind));
 }
 
-AwakeInfo WorkspaceService::Awake(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  auto it = runtimes_.find(id);
-  if (it == runtimes_.end()) return {};
-  AwakeInfo info;
-  for (const auto& [kind, n] : it->second->streams) {
-    info.reasons.push_back(n > 1 ? fmt::format("{} streams open ({})", kind, n)
-                                 : fmt::format("{} stream open", kind));
+std::unique_ptr<Subscription> WorkspaceService::Subscribe(asio::any_io_executor executor,
+                                                          std::string tenant_id, std::string workspace_id) {
+  return feed_.Subscribe(std::move(executor), std::move(tenant_id), std::move(workspace_id));
+}
+
+// --- for tests ----------------------------------------------------------------------------------
+
+void WorkspaceService::WaitIdleForTest() {
+  for (;;) {
+    bool busy = false;
+    for (const auto& a : AllActors()) busy = busy || a->busy();
+    if (!busy) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (const auto& r : it->second->guest_reasons) info.reasons.push_back(r);
-  info.idle_at = it->second->idle_at;
-  return info;
 }
 
 }  // namespace berth::workspace

@@ -1,36 +1,53 @@
 // The workspace service: the one owner of workspace lifecycle (DESIGN.md, "Workspace
-// lifecycle"). Every transition is written to SQLite before the hypervisor call and confirmed
-// after it; operations on one workspace run one at a time on their own thread (they block on
-// libvirt, qemu-img and the agent); at most `max_concurrent_boots` cold boots run at once.
-// Start-up and a periodic pass reconcile the database, the hypervisor and the disk files. An
-// idle loop asks each running agent what keeps it awake and runs `idle_action` when nothing
-// has for `idle_timeout`.
+// lifecycle"), in Firecracker's shape: the API parses and validates, and each workspace has one
+// owner (an Actor: its record and run-time state on one strand, its operations queued there and
+// run one at a time). Every transition is written to SQLite before the hypervisor call and
+// confirmed after it. The service publishes every change (ChangeFeed), so waiting for a state,
+// following events and waking a workspace need no polling.
 //
-// Thread safety: every public method may be called from any thread. Methods that touch the
-// store or the hypervisor block (call them through RunBlocking from I/O threads); the ones
-// marked "in memory" only take a mutex.
+// Threads (a fixed number, whatever the number of workspaces or operations):
+//  - control (options.control_threads, 2): every actor's strand runs here: state checks and
+//    transitions, SQLite writes (a few ms, serialized by the store), timers, and the agent
+//    probes (asynchronous, no thread held while a guest thinks). The idle, reconcile and image
+//    loops are timers on a strand of this pool.
+//  - blocking (options.blocking_threads, 8): calls that block for long and have no
+//    asynchronous form: libvirt, qemu-img, starting passt or a host agent, deleting files.
+//    Results are posted back to the actor's strand.
+//  - the hypervisor's own event thread calls OnDomainEvent, which only posts to the actor.
+//
+// Locks, in the only order they may nest: create_mutex_ (creates, one at a time, so an
+// Idempotency-Key or a name is checked and taken atomically) -> registry_mutex_ (the id and
+// name maps) -> an actor's view_mutex_ or the change feed's locks. No lock is held across a
+// co_await or a hypervisor, store or agent call, except create_mutex_ (held across the store
+// insert of a create, on a blocking thread).
+//
+// Public methods may be called from any thread. The asynchronous ones resume on the caller's
+// executor; the rest never block (they read in-memory state).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "controller/agent_client/agent_link.h"
 #include "controller/hypervisor/hypervisor.h"
 #include "controller/store/store.h"
+#include "controller/workspace/actor.h"
+#include "controller/workspace/boot_slots.h"
+#include "controller/workspace/change_feed.h"
 #include "controller/workspace/image_store.h"
 #include "controller/workspace/layout.h"
 #include "controller/workspace/request.h"
@@ -39,10 +56,14 @@
 
 namespace berth::workspace {
 
+template <class T>
+using Task = boost::asio::awaitable<T>;
+
 struct ServiceOptions {
   std::filesystem::path data_dir;    // <data>/workspaces/<id>/ holds each workspace's files
   std::filesystem::path images_dir;  // default: <data>/images
-  std::string accel = "auto";        // auto (KVM when libvirt can run it) | kvm | tcg
+  // auto: KVM when a probe vCPU runs (hypervisor/kvm_probe.h), else TCG | kvm | tcg.
+  std::string accel = "auto";
   // Cold boots at once: three TCG boots on 2 cores took 60–70 s each against ~33 s alone
   // (ENVIRONMENT.md), so two is the most that helps.
   int max_concurrent_boots = 2;
@@ -56,24 +77,34 @@ struct ServiceOptions {
   std::chrono::seconds stop_grace{45};
   // How often the idle loop asks agents for their activity, and the reconciler runs.
   std::chrono::milliseconds idle_poll{5000};
+  // One agent probe, connect to last byte: an answer takes milliseconds; a guest that takes
+  // longer is treated as saying nothing (it delays only its own idle check).
+  std::chrono::milliseconds probe_deadline{3000};
   std::chrono::seconds reconcile_every{60};
   // How often image versions that no workspace uses and that are not `current` are deleted
-  // (the first on the loop thread right after start-up); 0: never. A new agent or package
-  // set makes a new 1.4–2 GiB version.
+  // (the first right after start-up); 0: never. A new agent or package set makes a new
+  // 1.4–2 GiB version.
   std::chrono::seconds image_gc_every{3600};
+  // Thread pools (see the header comment). Two control threads keep SQLite writes of one
+  // workspace from delaying timers of another; eight blocking threads let a long hibernate
+  // (managedsave of a big guest: tens of seconds) run beside boots and stops.
+  int control_threads = 2;
+  int blocking_threads = 8;
   // Unix seconds; replaced by a fake clock in unit tests.
   std::function<int64_t()> clock;
-  // The agent probe (GET /v1/activity with the boot's token); replaced in unit tests.
-  std::function<Result<nlohmann::json>(const agent_client::AgentLink&, std::chrono::milliseconds)>
+  // The agent probe (GET /v1/activity with the boot's token); replaced in unit tests. The
+  // service enforces probe_deadline around it, whatever the probe does.
+  std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, std::chrono::milliseconds)>
       probe;
   // Disk creation; replaced in unit tests that run no qemu-img.
   std::function<Status(const ImageVersion&, const Layout&, int disk_gib)> make_disks;
+  // Whether KVM works here (accel "auto"); replaced in unit tests.
+  std::function<bool()> kvm_works;
 };
 
-// Why a running workspace is awake, for the API.
-struct AwakeInfo {
-  std::vector<std::string> reasons;
-  std::optional<int64_t> idle_at;  // unix seconds
+struct CreateResult {
+  Workspace workspace;
+  bool existed = false;  // an Idempotency-Key matched an earlier create
 };
 
 class WorkspaceService {
@@ -84,140 +115,172 @@ class WorkspaceService {
   WorkspaceService(const WorkspaceService&) = delete;
   WorkspaceService& operator=(const WorkspaceService&) = delete;
 
-  // Reconciles once, then starts the idle and reconcile loops. Call once.
+  // Loads every workspace, reconciles it with the hypervisor, and starts the idle, reconcile
+  // and image loops. Returns once the first reconcile pass has been decided. Call once.
   Status Run();
-  // Stops the loops and waits for operations in flight to reach a safe point. VMs keep
-  // running; their records stay as they are and the next Run() picks them up.
+  // Stops the loops and the operations at their next step (each step is safe to cut: a
+  // restarted service reconciles), and waits for calls in flight. VMs keep running; their
+  // records stay as they are. Idempotent.
   void Shutdown();
 
-  // --- the API's operations (blocking) ---
-  // `existed` is set when an Idempotency-Key matched an earlier create.
-  Result<Workspace> Create(const std::string& tenant_id, const CreateRequest& request,
-                           const std::string& idempotency_key, bool* existed);
-  Result<Workspace> Get(const std::string& tenant_id, const std::string& id_or_name);
-  Result<std::vector<Workspace>> List(const std::string& tenant_id,
-                                      const store::WorkspaceFilter& filter);
-  Result<Workspace> Patch(const std::string& tenant_id, const std::string& id_or_name,
-                          const nlohmann::json& body);
-  Result<Workspace> Delete(const std::string& tenant_id, const std::string& id_or_name);
+  // --- the API's operations -----------------------------------------------------------------
+  Task<Result<CreateResult>> Create(std::string tenant_id, CreateRequest request,
+                                    std::string idempotency_key);
+  Task<Result<Workspace>> Patch(std::string tenant_id, std::string id_or_name, nlohmann::json body);
+  Task<Result<Workspace>> Delete(std::string tenant_id, std::string id_or_name);
   // `woken`: a request to the agent started it (event "woken" instead of "starting").
-  Result<Workspace> Start(const std::string& tenant_id, const std::string& id_or_name,
-                          bool woken = false);
-  Result<Workspace> Stop(const std::string& tenant_id, const std::string& id_or_name, bool force);
-  Result<Workspace> Hibernate(const std::string& tenant_id, const std::string& id_or_name);
-  Result<Workspace> Restart(const std::string& tenant_id, const std::string& id_or_name);
-  Result<Workspace> KeepAlive(const std::string& tenant_id, const std::string& id_or_name);
+  Task<Result<Workspace>> Start(std::string tenant_id, std::string id_or_name, bool woken = false);
+  Task<Result<Workspace>> Stop(std::string tenant_id, std::string id_or_name, bool force);
+  Task<Result<Workspace>> Hibernate(std::string tenant_id, std::string id_or_name);
+  Task<Result<Workspace>> Restart(std::string tenant_id, std::string id_or_name);
+  Task<Result<Workspace>> KeepAlive(std::string tenant_id, std::string id_or_name);
+  // Returns once the workspace is in `want`: failed_precondition when it settled in another
+  // state that will not become `want` by itself (error, stopped, hibernated, running),
+  // deadline_exceeded at `timeout`, not_found when it is deleted meanwhile.
+  Task<Result<Workspace>> WaitForState(std::string tenant_id, std::string id_or_name, State want,
+                                       std::chrono::milliseconds timeout);
+  // The agent of a running workspace; a stopped or hibernated one is started first (wake on
+  // request) unless auto_start is off (failed_precondition), and waited for up to `timeout`.
+  Task<Result<agent_client::AgentLink>> Wake(std::string tenant_id, std::string id,
+                                             std::chrono::milliseconds timeout);
 
-  // --- in memory ---
-  // The state as last written, without touching the store; nullopt for an unknown id.
-  std::optional<State> CachedState(const std::string& id);
-  // The agent of a running workspace.
-  Result<agent_client::AgentLink> Link(const std::string& id);
-  // The agent link of a running workspace if it is already known (no file or store access).
-  std::optional<agent_client::AgentLink> CachedLink(const std::string& id);
+  // --- in memory (never block) --------------------------------------------------------------
+  Result<Workspace> Get(const std::string& tenant_id, const std::string& id_or_name) const;
+  // A tenant's workspaces sorted by id, filtered, at most filter.limit of them.
+  std::vector<Workspace> List(const std::string& tenant_id, const store::WorkspaceFilter& filter) const;
+  AwakeInfo Awake(const std::string& id) const;
   // API traffic to the workspace (counts as activity).
   void NoteActivity(const std::string& id);
-  // An open stream (exec, tunnel, ...) keeps the workspace awake until the guard goes.
+  // An open stream (exec, tunnel, ...) keeps the workspace awake until the guard goes. The
+  // guard keeps its workspace's owner alive, so a delete meanwhile is harmless.
   class StreamGuard {
    public:
     StreamGuard() = default;
-    StreamGuard(WorkspaceService* service, std::string id, std::string kind);
-    StreamGuard(StreamGuard&& other) noexcept;
+    StreamGuard(StreamGuard&& other) noexcept = default;
     StreamGuard& operator=(StreamGuard&&) = delete;
     ~StreamGuard();
 
    private:
-    WorkspaceService* service_ = nullptr;
-    std::string id_;
+    friend class WorkspaceService;
+    StreamGuard(const WorkspaceService* service, std::shared_ptr<Actor> actor, std::string kind)
+        : service_(service), actor_(std::move(actor)), kind_(std::move(kind)) {}
+    const WorkspaceService* service_ = nullptr;
+    std::shared_ptr<Actor> actor_;
     std::string kind_;
   };
+  // An empty guard when the workspace is unknown.
   StreamGuard OpenStream(const std::string& id, std::string kind);
-  AwakeInfo Awake(const std::string& id);
+  // Changes of one workspace, or of all of a tenant's (`workspace_id` empty).
+  std::unique_ptr<Subscription> Subscribe(boost::asio::any_io_executor executor,
+                                          std::string tenant_id, std::string workspace_id = {});
 
-  // --- for tests ---
-  // One pass of the idle loop / the reconciler, now, on the calling thread.
-  void IdleTickForTest() { IdleTick(); }
-  void ReconcileForTest() { Reconcile(); }
-  void CollectImagesForTest() { CollectImages(); }
-  // Waits until no operation runs.
-  void WaitIdleForTest();
   const Transport& transport() const { return *transport_; }
-  bool kvm() const { return kvm_; }
+  bool kvm() const { return kvm_.load(); }
+
+  // --- for tests ------------------------------------------------------------------------------
+  // One pass of the idle loop / the reconciler / image collection, now; returns when the
+  // checks it started are done (for the idle loop, unless `wait` is false).
+  void IdleTickForTest(bool wait = true);
+  void ReconcileForTest();
+  void CollectImagesForTest();
+  // Waits until no operation is queued or running on any workspace.
+  void WaitIdleForTest();
+  size_t thread_count() const { return static_cast<size_t>(options_.control_threads + options_.blocking_threads); }
 
  private:
-  struct Runtime;
+  using ActorPtr = std::shared_ptr<Actor>;
 
   int64_t Now() const { return options_.clock(); }
   Layout LayoutFor(const std::string& id) const { return Layout(options_.data_dir, id); }
-  std::shared_ptr<Runtime> RuntimeFor(const std::string& id);
+  // Runs `fn` on the pool for blocking calls and resumes on the caller's executor.
+  template <class F>
+  auto Blocking(F&& fn) -> Task<std::invoke_result_t<std::decay_t<F>&>>;
+  // Runs `fn` (synchronous, no co_await) on `actor`'s strand; resumes on the caller's executor.
+  template <class F>
+  auto OnStrand(const ActorPtr& actor, F&& fn) -> Task<std::invoke_result_t<std::decay_t<F>&>>;
 
-  // Changes the stored record under write_mutex_: re-reads it, lets `fn` change it, writes
-  // it back. Every write of a record goes through here, so a slow operation holding an old
-  // copy never overwrites a PATCH or a newer state.
-  Result<Workspace> Modify(const std::string& id, const std::function<Status(Workspace&)>& fn);
-  // Moves `ws` from the state it has (as the caller last saw it) to `state`, compare-and-set:
-  // failed_precondition when another call moved it meanwhile (`ws` is then refreshed).
-  // Records an event; the in-memory state follows the store.
-  Status Transition(Workspace& ws, State state, const std::string& event,
-                    const std::string& message, std::optional<std::string> error = std::nullopt);
-  void Record(const Workspace& ws, const std::string& type, const std::string& message,
+  // --- registry (service.cc) ---
+  ActorPtr Find(const std::string& tenant_id, const std::string& id_or_name) const;
+  ActorPtr FindById(const std::string& id) const;
+  Result<ActorPtr> Lookup(const std::string& tenant_id, const std::string& id_or_name) const;
+  ActorPtr Adopt(Workspace ws);
+  void Forget(const Actor& actor);
+  std::vector<ActorPtr> AllActors() const;
+  Result<CreateResult> CreateBlocking(const std::string& tenant_id, const CreateRequest& request,
+                                      const std::string& idempotency_key);
+
+  // --- on an actor's strand (transitions.cc) ---
+  // Writes `ws` (the actor's record, changed) to the store, then makes it the actor's record
+  // and publishes it with `event` (if any). On a failed write nothing changes.
+  Status Commit(Actor& actor, Workspace ws, const std::string& event = {},
+                const std::string& message = {}, const nlohmann::json& data = nlohmann::json::object());
+  // Moves the actor from its current state to `state`, storing it first; records `event`.
+  Status Transition(Actor& actor, State state, const std::string& event, const std::string& message,
+                    std::optional<std::string> error = std::nullopt);
+  // Records a timeline event without changing the record.
+  void Record(const Actor& actor, const std::string& type, const std::string& message,
               const nlohmann::json& data = nlohmann::json::object());
+  // Moves to error with `message` (logged, recorded); used where an operation cannot go on.
+  void EnterError(Actor& actor, const std::string& message);
 
-  // Runs `fn` on its own thread, after any operation already running on the workspace.
-  void Spawn(const std::string& id, std::function<void()> fn);
-
-  // The operations (lifecycle.cc). Each re-reads the record under the workspace's op lock.
-  void FinishCreate(const std::string& id);
-  void Boot(const std::string& id, bool woken);
-  void StopOp(const std::string& id, bool force, const std::string& reason);
-  void HibernateOp(const std::string& id, const std::string& reason);
-  void DeleteOp(const std::string& id);
-  // Boots (or resumes) and waits for the agent; true once running.
-  Status BootOnce(Workspace& ws, bool resume, int attempt);
-  Status WaitForAgent(Workspace& ws, std::chrono::seconds deadline);
-  Result<agent_client::AgentLink> LinkFor(const Workspace& ws);
-  hypervisor::DomainSpec SpecFor(const Workspace& ws, const ImageVersion& image) const;
-  Status WriteToken(const Workspace& ws);
+  // --- the operations (operations.cc), each queued on the actor ---
+  Task<void> FinishCreate(ActorPtr actor);
+  Task<void> Boot(ActorPtr actor, bool woken);
+  Task<void> StopOp(ActorPtr actor, bool force, std::string reason);
+  Task<void> HibernateOp(ActorPtr actor, std::string reason);
+  Task<void> DeleteOp(ActorPtr actor);
+  Task<void> GuestStopped(ActorPtr actor, hypervisor::DomainEventKind kind, std::string detail);
+  Task<Status> BootOnce(const ActorPtr& actor, bool resume, int attempt);
+  Task<Status> WaitForAgent(const ActorPtr& actor, std::chrono::seconds deadline);
   // Stops the domain: ACPI, then destroy after the grace period (at once when `force`).
-  Status PowerOff(const Workspace& ws, bool force);
+  Task<Status> PowerOff(const ActorPtr& actor, bool force);
+  // After the VM stopped or was saved: transport cleanup, the usage interval closed.
+  Task<void> Stopped(const ActorPtr& actor, bool saved);
+  Result<agent_client::AgentLink> ReadLink(const Workspace& ws) const;
+  hypervisor::DomainSpec SpecFor(const Workspace& ws, const ImageVersion& image) const;
+  Status WriteToken(const Workspace& ws) const;
   void OnDomainEvent(const hypervisor::DomainEvent& event);
+  // One hypervisor call on the blocking pool.
+  Task<Result<hypervisor::DomainState>> QueryDomain(const std::string& name);
+  Task<Status> OnHypervisor(Status (hypervisor::Hypervisor::*method)(const std::string&), const std::string& name);
+  // The probe with its deadline enforced around it.
+  Task<Result<nlohmann::json>> Probe(const agent_client::AgentLink& link, std::chrono::milliseconds deadline);
+  // A KVM boot failed in a way that says KVM does not work here: TCG from now on.
+  bool FallBackToTcg(const Actor& actor, const Error& error);
 
-  // reconcile.cc
-  void Reconcile();
-  // Holds every workspace's image version (ImageStore::Hold), for workspaces made before
-  // holds existed; at start.
-  void HoldImages();
-  void CollectImages();
-  void ReconcileOne(Workspace ws, hypervisor::DomainState domain);
-  // idle.cc
+  // --- idle (idle.cc) ---
+  Task<void> IdleLoop();
   void IdleTick();
-  void IdleCheck(const Workspace& ws);
-
-  void Loop();
+  Task<void> IdleCheck(ActorPtr actor);
+  // --- reconcile (reconcile.cc) ---
+  Task<void> ReconcileLoop();
+  Task<void> ReconcileAll();
+  void ReconcileOne(const ActorPtr& actor, hypervisor::DomainState domain);
+  void HoldImages();
+  Task<void> ImageLoop();
+  void CollectImages();
 
   store::Store& store_;
   hypervisor::Hypervisor& hypervisor_;
   std::unique_ptr<Transport> transport_;
   ServiceOptions options_;
   ImageStore images_;
-  bool kvm_ = false;
+  std::atomic<bool> kvm_{false};
   std::chrono::seconds boot_timeout_{};
-  std::counting_semaphore<64> boot_slots_;
+  ChangeFeed feed_;
 
-  // Serializes the API's read-check-write transitions (two starts must not both boot).
-  std::mutex api_mutex_;
-  std::mutex write_mutex_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
-  struct OpThread {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::vector<OpThread> threads_;
-  int running_ops_ = 0;
+  boost::asio::thread_pool control_;
+  boost::asio::thread_pool blocking_;
+  // The loops' strand (idle, reconcile, images).
+  Actor::Strand loops_;
+  BootSlots boot_slots_;
+
+  std::mutex create_mutex_;
+  mutable std::mutex registry_mutex_;
+  std::map<std::string, ActorPtr> actors_;                                // by id
+  std::map<std::pair<std::string, std::string>, std::string> by_name_;   // (tenant, name) -> id
   std::atomic<bool> stopping_{false};
-  std::thread loop_;
+  std::atomic<int> loops_running_{0};
 };
 
 }  // namespace berth::workspace

@@ -8,3 +8,5 @@ berth_add_test(integration_berthd_api SOURCES integration/berthd_api_test.cc
 set_tests_properties(integration_berthd_api PROPERTIES
                      ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
 add_dependencies(integration_berthd_api berth-agent)
+berth_add_test(integration_agent_probe NO_AGENT SOURCES integration/agent_probe_test.cc
+               LIBS berth_controller_core LABELS integration)

@@ -1,142 +1,18 @@
 // The workspace service against the fake hypervisor, a fake agent probe and a fake clock:
 // lifecycle, write-before-call ordering, the boot watchdog and its concurrency cap, idle and
 // max_runtime, guest events, and reconciliation of every state a crash can leave behind.
-#include <catch2/catch.hpp>
-
-#include <atomic>
-#include <fstream>
+// (Failures, races and concurrency: workspace_service_faults_test.cc.)
+#include "tests/unit/service_fixture.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "controller/hypervisor/fake_hypervisor.h"
-#include "controller/store/store.h"
-#include "controller/workspace/service.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/wait.h"
-
 namespace berth::workspace {
 namespace {
 
-namespace fs = std::filesystem;
 using hypervisor::DomainState;
 using testing::WaitFor;
-
-// Records, for each call, the workspace state stored at that moment: transitions must be
-// written before the hypervisor is asked.
-class RecordingHypervisor : public hypervisor::FakeHypervisor {
- public:
-  store::Store* store = nullptr;
-  std::mutex mutex;
-  std::vector<std::pair<std::string, std::string>> seen;  // (method, stored state)
-  Status Start(const std::string& name) override { Note("Start", name); return FakeHypervisor::Start(name); }
-  Status Shutdown(const std::string& name) override { Note("Shutdown", name); return FakeHypervisor::Shutdown(name); }
-  Status Save(const std::string& name) override { Note("Save", name); return FakeHypervisor::Save(name); }
-  Status Undefine(const std::string& name) override { Note("Undefine", name); return FakeHypervisor::Undefine(name); }
-
- private:
-  void Note(const std::string& method, const std::string& name) {
-    auto ws = store->GetWorkspaceById(name.substr(6));
-    std::lock_guard lock(mutex);
-    seen.emplace_back(method, ws ? std::string(StateName(ws->state)) : "missing");
-  }
-};
-
-class FakeTransport : public Transport {
- public:
-  std::string_view name() const override { return "unix"; }
-  Status BeforeStart(Workspace&, const Layout&, bool resume, hypervisor::DomainSpec&) override {
-    (resume ? resumes : boots)++;
-    return {};
-  }
-  void AfterStop(const Workspace&, const Layout&, bool) override { stops++; }
-  Result<Endpoint> AgentEndpoint(const Workspace&, const Layout& layout) const override {
-    Endpoint ep;
-    ep.kind = Endpoint::Kind::kUnix;
-    ep.path = layout.agent_socket().string();
-    return ep;
-  }
-  std::atomic<int> boots{0}, resumes{0}, stops{0};
-};
-
-struct Fixture {
-  testing::TempDir dir{"berth-service"};
-  std::unique_ptr<store::Store> store;
-  RecordingHypervisor hv;
-  FakeTransport* transport = nullptr;
-  std::unique_ptr<WorkspaceService> service;
-  std::atomic<int64_t> now{1'700'000'000};
-  std::atomic<bool> agent_up{true};
-  std::mutex activity_mutex;
-  nlohmann::json activity = nlohmann::json::object();
-  std::string tenant;
-
-  explicit Fixture(const std::function<void(ServiceOptions&)>& customize = {}) {
-    fs::create_directories(dir.path() / "images/base/v1");
-    for (const char* f : {"disk.qcow2", "vmlinuz", "initrd.img"}) {
-      std::ofstream(dir.path() / "images/base/v1" / f) << "x";
-    }
-    fs::create_directory_symlink("v1", dir.path() / "images/base/current");
-    store = std::move(*store::Store::Open((dir.path() / "berth.db").string()));
-    tenant = store->CreateTenant("t1", now)->id;
-    hv.store = store.get();
-    ServiceOptions o;
-    o.data_dir = dir.path();
-    o.accel = "tcg";
-    o.boot_timeout = std::chrono::seconds(2);
-    o.stop_grace = std::chrono::seconds(1);
-    o.idle_poll = std::chrono::hours(1);  // ticks come from the tests
-    o.reconcile_every = std::chrono::hours(1);
-    o.clock = [this] { return now.load(); };
-    o.probe = [this](const agent_client::AgentLink&, std::chrono::milliseconds) -> Result<nlohmann::json> {
-      if (!agent_up) return Fail(ErrorCode::kUnavailable, "agent down");
-      std::lock_guard lock(activity_mutex);
-      return activity;
-    };
-    o.make_disks = [](const ImageVersion&, const Layout& layout, int) -> Status {
-      std::ofstream(layout.root_disk()) << "root";
-      std::ofstream(layout.data_disk()) << "data";
-      return {};
-    };
-    if (customize) customize(o);
-    auto t = std::make_unique<FakeTransport>();
-    transport = t.get();
-    service = std::make_unique<WorkspaceService>(*store, hv, std::move(t), o);
-    REQUIRE(service->Run().has_value());
-  }
-  ~Fixture() { service->Shutdown(); }
-
-  Workspace Create(const std::string& name, const std::function<void(CreateRequest&)>& tweak = {}) {
-    auto req = ParseCreateRequest({{"name", name}});
-    REQUIRE(req.has_value());
-    if (tweak) tweak(*req);
-    auto ws = service->Create(tenant, *req, "", nullptr);
-    REQUIRE(ws.has_value());
-    return *ws;
-  }
-  State StateOf(const std::string& id) {
-    auto ws = store->GetWorkspaceById(id);
-    return ws ? ws->state : State::kDeleting;
-  }
-  // The state is reached and the operation that reached it has finished.
-  bool Reaches(const std::string& id, State state) {
-    bool reached = WaitFor([&] { return StateOf(id) == state; }, std::chrono::seconds(10));
-    service->WaitIdleForTest();
-    return reached && StateOf(id) == state;
-  }
-  std::vector<std::string> Events(const std::string& id) {
-    std::vector<std::string> out;
-    auto events = store->ListEvents(id, 0, 1000);
-    REQUIRE(events.has_value());
-    for (const auto& e : *events) out.push_back(e.type);
-    return out;
-  }
-  bool HasEvent(const std::string& id, const std::string& type) {
-    auto e = Events(id);
-    return std::find(e.begin(), e.end(), type) != e.end();
-  }
-};
 
 TEST_CASE("service: create boots; every transition is stored before the hypervisor call", "[service]") {
   Fixture f;
@@ -150,22 +26,22 @@ TEST_CASE("service: create boots; every transition is stored before the hypervis
   CHECK(fs::file_size(token) == 64);
   CHECK((fs::status(token).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
 
-  REQUIRE(f.service->Hibernate(f.tenant, "alpha").has_value());
+  REQUIRE(f.Hibernate("alpha").has_value());
   REQUIRE(f.Reaches(ws.id, State::kHibernated));
-  REQUIRE(f.service->Start(f.tenant, "alpha").has_value());
+  REQUIRE(f.Start("alpha").has_value());
   REQUIRE(f.Reaches(ws.id, State::kRunning));
   CHECK(f.transport->resumes == 1);
-  REQUIRE(f.service->Stop(f.tenant, "alpha", false).has_value());
+  REQUIRE(f.Stop("alpha").has_value());
   REQUIRE(f.Reaches(ws.id, State::kStopped));
-  REQUIRE(f.service->Delete(f.tenant, "alpha").has_value());
-  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(ws.id).has_value(); }));
+  REQUIRE(f.Delete("alpha").has_value());
+  REQUIRE(f.Gone(ws.id));
   CHECK_FALSE(fs::exists(Layout(f.dir.path(), ws.id).dir));
   CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
 
   std::lock_guard lock(f.hv.mutex);
   std::vector<std::pair<std::string, std::string>> expected = {
       {"Start", "starting"}, {"Save", "hibernating"}, {"Start", "starting"},
-      {"Shutdown", "stopping"}, {"Undefine", "deleting"}};
+      {"PressPowerButton", "stopping"}, {"Undefine", "deleting"}};
   CHECK(f.hv.seen == expected);
 }
 
@@ -173,13 +49,13 @@ TEST_CASE("service: API transitions that make no sense are refused; repeats are 
   Fixture f;
   auto ws = f.Create("beta");
   REQUIRE(f.Reaches(ws.id, State::kRunning));
-  CHECK(f.service->Start(f.tenant, "beta").has_value());  // already running
-  REQUIRE(f.service->Stop(f.tenant, "beta", true).has_value());
+  CHECK(f.Start("beta").has_value());  // already running
+  REQUIRE(f.Stop("beta", true).has_value());
   REQUIRE(f.Reaches(ws.id, State::kStopped));
-  auto hib = f.service->Hibernate(f.tenant, "beta");
+  auto hib = f.Hibernate("beta");
   REQUIRE_FALSE(hib.has_value());
   CHECK(hib.error().code == ErrorCode::kFailedPrecondition);
-  CHECK(f.service->Stop(f.tenant, "beta", false).has_value());
+  CHECK(f.Stop("beta").has_value());
   auto other = f.store->CreateTenant("t2", f.now)->id;
   auto hidden = f.service->Get(other, ws.id);
   REQUIRE_FALSE(hidden.has_value());
@@ -203,7 +79,7 @@ TEST_CASE("service: a silent boot is destroyed and retried, then the workspace i
   CHECK(f.hv.State(ws.DomainName()) == DomainState::kShutoff);
   // From error, start tries again.
   f.agent_up = true;
-  REQUIRE(f.service->Start(f.tenant, "silent").has_value());
+  REQUIRE(f.Start("silent").has_value());
   CHECK(f.Reaches(ws.id, State::kRunning));
 }
 
@@ -230,7 +106,7 @@ TEST_CASE("service: a PATCH during a boot is not overwritten by it", "[service]"
   f.agent_up = false;
   auto ws = f.Create("patchy");
   REQUIRE(WaitFor([&] { return f.hv.CallsForTest("Start") == 1; }));
-  REQUIRE(f.service->Patch(f.tenant, "patchy", {{"labels", {{"k", "v"}}}}).has_value());
+  REQUIRE(f.Patch("patchy", {{"labels", {{"k", "v"}}}}).has_value());
   f.agent_up = true;
   REQUIRE(f.Reaches(ws.id, State::kRunning));
   CHECK(f.store->GetWorkspaceById(ws.id)->labels["k"] == "v");
@@ -241,8 +117,8 @@ TEST_CASE("service: a delete during a boot wins", "[service]") {
   f.agent_up = false;
   auto ws = f.Create("doomed");
   REQUIRE(WaitFor([&] { return f.hv.CallsForTest("Start") == 1; }));
-  REQUIRE(f.service->Delete(f.tenant, "doomed").has_value());
-  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(ws.id).has_value(); }));
+  REQUIRE(f.Delete("doomed").has_value());
+  REQUIRE(f.Gone(ws.id));
   CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
 }
 
@@ -251,11 +127,11 @@ TEST_CASE("service: a delete during a stop wins", "[service]") {
   auto ws = f.Create("stop-then-delete");
   REQUIRE(f.Reaches(ws.id, State::kRunning));
   f.hv.SetAcpiWorksForTest(false);  // the stop waits out its grace period
-  REQUIRE(f.service->Stop(f.tenant, ws.id, false).has_value());
-  auto deleting = f.service->Delete(f.tenant, ws.id);
+  REQUIRE(f.Stop(ws.id).has_value());
+  auto deleting = f.Delete(ws.id);
   REQUIRE(deleting.has_value());
   CHECK(deleting->state == State::kDeleting);
-  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(ws.id).has_value(); }));
+  REQUIRE(f.Gone(ws.id));
   CHECK(f.hv.State(ws.DomainName()) == DomainState::kMissing);
 }
 
@@ -329,7 +205,7 @@ TEST_CASE("service: idle stop, and what keeps a workspace awake", "[service][idl
     CHECK(f.service->Awake(ws.id).reasons == expected);
   }
   SECTION("idle_action hibernate") {
-    REQUIRE(f.service->Patch(f.tenant, "idle", {{"idle_action", "hibernate"}}).has_value());
+    REQUIRE(f.Patch("idle", {{"idle_action", "hibernate"}}).has_value());
     f.now += 601;
     f.service->IdleTickForTest();
     REQUIRE(f.Reaches(ws.id, State::kHibernated));
@@ -374,24 +250,18 @@ TEST_CASE("service: the guest powering off or crashing updates the state", "[ser
 
 TEST_CASE("service: reconciliation ends every state a crash can leave in a defined one", "[service][reconcile]") {
   Fixture f;
-  // Workspaces as a killed berthd could leave them: the record says one thing, the
-  // hypervisor another.
+  // Workspaces as a killed berthd could leave them: the record says one thing, the hypervisor
+  // another. Made with the service running, then changed behind it while it is down.
+  struct Made {
+    std::string id;
+    State stored;
+    std::optional<DomainState> domain;
+  };
+  std::vector<Made> made;
   auto make = [&](const std::string& name, State stored, std::optional<DomainState> domain) {
     auto ws = f.Create(name);
     REQUIRE(f.Reaches(ws.id, State::kRunning));
-    f.service->WaitIdleForTest();
-    auto n = ws.DomainName();
-    if (!domain) {
-      REQUIRE(f.hv.Destroy(n).has_value());
-      REQUIRE(f.hv.Undefine(n).has_value());
-    } else if (*domain == DomainState::kShutoff) {
-      REQUIRE(f.hv.Destroy(n).has_value());
-    } else if (*domain == DomainState::kSaved) {
-      REQUIRE(f.hv.Save(n).has_value());
-    }
-    auto rec = *f.store->GetWorkspaceById(ws.id);
-    rec.state = stored;
-    REQUIRE(f.store->UpdateWorkspace(rec).has_value());
+    made.push_back({ws.id, stored, domain});
     return ws.id;
   };
   auto running_gone = make("running-gone", State::kRunning, DomainState::kShutoff);
@@ -406,6 +276,21 @@ TEST_CASE("service: reconciliation ends every state a crash can leave in a defin
   auto deleting = make("deleting", State::kDeleting, DomainState::kRunning);
   auto adopted = make("adopted", State::kStopped, DomainState::kRunning);
   auto hib_no_save = make("hib-no-save", State::kHibernated, DomainState::kShutoff);
+  f.service->Shutdown();
+  for (const auto& m : made) {
+    auto n = "berth-" + m.id;
+    if (!m.domain) {
+      REQUIRE(f.hv.Destroy(n).has_value());
+      REQUIRE(f.hv.Undefine(n).has_value());
+    } else if (*m.domain == DomainState::kShutoff) {
+      REQUIRE(f.hv.Destroy(n).has_value());
+    } else if (*m.domain == DomainState::kSaved) {
+      REQUIRE(f.hv.Save(n).has_value());
+    }
+    auto rec = *f.store->GetWorkspaceById(m.id);
+    rec.state = m.stored;
+    REQUIRE(f.store->UpdateWorkspace(rec).has_value());
+  }
   // A domain of ours with no record (its directory is under our data dir), and one that is not
   // ours.
   hypervisor::DomainSpec orphan;
@@ -421,7 +306,7 @@ TEST_CASE("service: reconciliation ends every state a crash can leave in a defin
   REQUIRE(f.hv.Define(foreign).has_value());
   REQUIRE(f.hv.Start(foreign.name).has_value());
 
-  f.service->ReconcileForTest();
+  f.StartService();  // reconciles before it returns; what it queued runs now
   f.service->WaitIdleForTest();
 
   CHECK(f.StateOf(running_gone) == State::kStopped);
@@ -443,6 +328,16 @@ TEST_CASE("service: reconciliation ends every state a crash can leave in a defin
   // Every disk of every workspace that still exists is still there.
   for (const auto& id : {running_gone, hib_lost, stopping, adopted, creating}) {
     CHECK(fs::exists(Layout(f.dir.path(), id).data_disk()));
+  }
+  // What the API reads agrees with the store.
+  for (const auto& m : made) {
+    auto ws = f.service->Get(f.tenant, m.id);
+    if (m.id == deleting) {
+      CHECK_FALSE(ws.has_value());
+    } else {
+      REQUIRE(ws.has_value());
+      CHECK(ws->state == f.StateOf(m.id));
+    }
   }
 }
 
@@ -485,12 +380,12 @@ TEST_CASE("service: image versions a workspace uses are kept, unused ones collec
   CHECK_FALSE(fs::exists(images / "base/v4"));
 
   // Deleting the last workspace on v1 lets it go; a stopped one would have kept it.
-  REQUIRE(f.service->Stop(f.tenant, "on-v1", false).has_value());
+  REQUIRE(f.Stop("on-v1").has_value());
   REQUIRE(f.Reaches(a.id, State::kStopped));
   f.service->CollectImagesForTest();
   CHECK(fs::exists(images / "base/v1/disk.qcow2"));
-  REQUIRE(f.service->Delete(f.tenant, "on-v1").has_value());
-  REQUIRE(WaitFor([&] { return !f.store->GetWorkspaceById(a.id).has_value(); }));
+  REQUIRE(f.Delete("on-v1").has_value());
+  REQUIRE(f.Gone(a.id));
   f.service->CollectImagesForTest();
   CHECK_FALSE(fs::exists(images / "base/v1"));
 
@@ -513,35 +408,18 @@ TEST_CASE("service: image versions a workspace uses are kept, unused ones collec
 
 TEST_CASE("service: a restarted berthd holds the images of workspaces made before holds",
           "[service][images]") {
-  std::string id;
-  fs::path data;
-  {
-    Fixture f;
-    auto ws = f.Create("old");
-    REQUIRE(f.Reaches(ws.id, State::kRunning));
-    id = ws.id;
-    data = f.dir.path();
-    // As if made by a berthd without holds: none on disk, and v1 is no longer current.
-    fs::remove_all(data / "images/base/v1/holds");
-    Publish(data / "images", "v2", /*current=*/true);
-    f.service->Shutdown();
-    // A new service on the same data directory and store.
-    auto transport = std::make_unique<FakeTransport>();
-    ServiceOptions o;
-    o.data_dir = data;
-    o.accel = "tcg";
-    o.idle_poll = std::chrono::hours(1);
-    o.reconcile_every = std::chrono::hours(1);
-    o.probe = [](const agent_client::AgentLink&, std::chrono::milliseconds) -> Result<nlohmann::json> {
-      return nlohmann::json::object();
-    };
-    WorkspaceService again(*f.store, f.hv, std::move(transport), o);
-    REQUIRE(again.Run().has_value());  // holds, reconciles
-    again.CollectImagesForTest();
-    CHECK(fs::exists(data / "images/base/v1/holds" / id));
-    CHECK(fs::exists(data / "images/base/v1/disk.qcow2"));
-    again.Shutdown();
-  }
+  Fixture f;
+  auto ws = f.Create("old");
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  fs::path data = f.dir.path();
+  f.service->Shutdown();
+  // As if made by a berthd without holds: none on disk, and v1 is no longer current.
+  fs::remove_all(data / "images/base/v1/holds");
+  Publish(data / "images", "v2", /*current=*/true);
+  f.StartService();  // holds, reconciles
+  f.service->CollectImagesForTest();
+  CHECK(fs::exists(data / "images/base/v1/holds" / ws.id));
+  CHECK(fs::exists(data / "images/base/v1/disk.qcow2"));
 }
 
 }  // namespace

@@ -1,0 +1,71 @@
+#include "controller/agent_client/agent_probe.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "common/http/types.h"
+
+namespace berth::agent_client {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+namespace {
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+Error ProbeError(const boost::system::error_code& ec, std::string_view step) {
+  if (ec == beast::error::timeout) {
+    return Error(ErrorCode::kDeadlineExceeded, fmt::format("the agent did not answer in time ({})", step));
+  }
+  return Error(ErrorCode::kUnavailable, fmt::format("the agent cannot be reached ({}): {}", step, ec.message()));
+}
+
+}  // namespace
+
+asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
+                                                      std::chrono::milliseconds deadline) {
+  auto endpoint = link.endpoint.ToAsio();
+  if (!endpoint) co_return Fail(endpoint.error());
+  auto executor = co_await asio::this_coro::executor;
+  http::Stream stream(executor);
+  // Set once: every step below counts against the same deadline.
+  stream.expires_after(deadline);
+  {
+    auto [ec] = co_await stream.async_connect(*endpoint, kTuple);
+    if (ec) co_return Fail(ProbeError(ec, "connect"));
+  }
+  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, "/v1/activity", 11};
+  req.set(bhttp::field::host, "berth-agent");
+  req.set(bhttp::field::authorization, "Bearer " + link.token);
+  req.keep_alive(false);
+  {
+    auto [ec, n] = co_await bhttp::async_write(stream, req, kTuple);
+    if (ec) co_return Fail(ProbeError(ec, "request"));
+  }
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.header_limit(8 * 1024);
+  parser.body_limit(kMaxActivityAnswer);
+  {
+    auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
+    if (ec) co_return Fail(ProbeError(ec, "answer"));
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  const auto& res = parser.get();
+  if (res.result() != bhttp::status::ok) {
+    co_return Fail(ErrorCode::kUnavailable,
+                   fmt::format("the agent answered {} to GET /v1/activity", res.result_int()));
+  }
+  auto parsed = nlohmann::json::parse(res.body(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    co_return Fail(ErrorCode::kUnavailable, "the agent's activity answer is not a JSON object");
+  }
+  co_return parsed;
+}
+
+}  // namespace berth::agent_client

@@ -1,0 +1,28 @@
+// The one question berthd asks an agent by itself: GET /v1/activity with the boot's token. It
+// proves the agent is up and holds this boot's token (a stale agent from an earlier boot
+// answers 401), and says what keeps the guest awake. Asynchronous, with ONE deadline for the
+// whole exchange (connect, request, header, body): a guest that drips its answer a byte at a
+// time costs its own workspace the deadline and nothing more. The guest is not trusted: the
+// answer is bounded (kMaxAnswer, a header limit) and must be a JSON object.
+#pragma once
+
+#include <chrono>
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "controller/agent_client/agent_link.h"
+
+namespace berth::agent_client {
+
+// An activity answer is a few hundred bytes; leases are capped by the agent. Anything past this
+// is a hostile or broken guest.
+inline constexpr size_t kMaxActivityAnswer = 256 * 1024;
+
+// Runs on the calling coroutine's executor. unavailable when the agent cannot be reached or
+// answers with an error, deadline_exceeded when `deadline` passed first.
+boost::asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
+                                                             std::chrono::milliseconds deadline);
+
+}  // namespace berth::agent_client

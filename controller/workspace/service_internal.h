@@ -1,0 +1,35 @@
+// Private to controller/workspace/: the two ways the service's code changes threads, shared by
+// service.cc, transitions.cc, operations.cc, idle.cc and reconcile.cc.
+#pragma once
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "common/blocking.h"
+#include "controller/workspace/service.h"
+
+namespace berth::workspace {
+
+// Neither is a coroutine, and both take the function by reference: a caller writes
+// `auto fn = [...]{...}; co_await Blocking(std::move(fn));`, so no closure is built inside the
+// co_await expression (the g++ 12 pitfall in docs/architecture.md).
+template <class F>
+auto WorkspaceService::Blocking(F&& fn) -> Task<std::invoke_result_t<std::decay_t<F>&>> {
+  return RunBlocking(blocking_, std::decay_t<F>(std::forward<F>(fn)));
+}
+
+template <class F>
+auto WorkspaceService::OnStrand(const ActorPtr& actor, F&& fn) -> Task<std::invoke_result_t<std::decay_t<F>&>> {
+  using T = std::invoke_result_t<std::decay_t<F>&>;
+  // The closure lives in co_spawn's frame until the step has run.
+  auto step = [fn = std::decay_t<F>(std::forward<F>(fn))]() mutable -> Task<T> { co_return fn(); };
+  return boost::asio::co_spawn(actor->strand(), std::move(step), boost::asio::use_awaitable);
+}
+
+inline Error Conflict(const Workspace& ws, std::string_view what) {
+  return Error{ErrorCode::kFailedPrecondition,
+               fmt::format("cannot {} workspace '{}' while it is {}", what, ws.name, StateName(ws.state))};
+}
+
+}  // namespace berth::workspace

@@ -1,0 +1,74 @@
+// How a workspace's record changes: on its strand, stored first, then made the owner's record
+// and published with its timeline event. Nothing else writes a workspace's record.
+#include <spdlog/spdlog.h>
+
+#include "controller/workspace/service_internal.h"
+
+namespace berth::workspace {
+
+Status WorkspaceService::Commit(Actor& actor, Workspace ws, const std::string& event,
+                                const std::string& message, const nlohmann::json& data) {
+  if (auto s = store_.UpdateWorkspace(ws); !s) {
+    spdlog::error("workspace {}: writing: {}", ws.id, s.error().message);
+    return s;
+  }
+  const Workspace& old = actor.record();
+  if (old.name != ws.name) {
+    std::lock_guard lock(registry_mutex_);
+    auto it = by_name_.find({old.tenant_id, old.name});
+    if (it != by_name_.end() && it->second == ws.id) by_name_.erase(it);
+    by_name_[{ws.tenant_id, ws.name}] = ws.id;
+  }
+  Change change;
+  change.tenant_id = ws.tenant_id;
+  change.workspace_id = ws.id;
+  if (!event.empty()) {
+    auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), event, message, data);
+    if (added) {
+      change.event = std::move(*added);
+    } else {
+      // The transition itself is stored; only its line on the timeline is missing.
+      spdlog::warn("workspace {}: event {}: {}", ws.id, event, added.error().message);
+    }
+    spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, event, message.empty() ? "" : ": ", message);
+  }
+  change.workspace = ws;
+  actor.SetRecord(std::move(ws));
+  feed_.Publish(change);
+  return {};
+}
+
+Status WorkspaceService::Transition(Actor& actor, State state, const std::string& event,
+                                    const std::string& message, std::optional<std::string> error) {
+  Workspace ws = actor.record();
+  ws.state = state;
+  ws.error = std::move(error);
+  ws.updated_at = Now();
+  return Commit(actor, std::move(ws), event, message);
+}
+
+void WorkspaceService::Record(const Actor& actor, const std::string& type, const std::string& message,
+                              const nlohmann::json& data) {
+  const Workspace& ws = actor.record();
+  auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), type, message, data);
+  spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, type, message.empty() ? "" : ": ", message);
+  if (!added) {
+    spdlog::warn("workspace {}: event {}: {}", ws.id, type, added.error().message);
+    return;
+  }
+  Change change;
+  change.tenant_id = ws.tenant_id;
+  change.workspace_id = ws.id;
+  change.event = std::move(*added);
+  feed_.Publish(change);
+}
+
+void WorkspaceService::EnterError(Actor& actor, const std::string& message) {
+  if (auto s = Transition(actor, State::kError, "error", message, message); !s) {
+    // The store refused the write: the record stays as it was, in a transitional state the
+    // reconciler picks up again.
+    spdlog::error("workspace {}: cannot record the error '{}': {}", actor.id(), message, s.error().message);
+  }
+}
+
+}  // namespace berth::workspace

@@ -1,0 +1,214 @@
+// The workspace service against the fake hypervisor, a fake agent probe and a fake clock, for
+// the service's unit tests. Sync() runs one of the service's asynchronous calls to its end from
+// a test thread.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <set>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "controller/hypervisor/fake_hypervisor.h"
+#include "controller/store/store.h"
+#include "controller/workspace/service.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
+
+namespace berth::workspace {
+
+namespace fs = std::filesystem;
+
+// Records, for each call, the workspace state stored at that moment: transitions must be
+// written before the hypervisor is asked.
+class RecordingHypervisor : public hypervisor::FakeHypervisor {
+ public:
+  store::Store* store = nullptr;
+  std::mutex mutex;
+  std::vector<std::pair<std::string, std::string>> seen;  // (method, stored state)
+  Status Start(const std::string& name) override { Note("Start", name); return FakeHypervisor::Start(name); }
+  Status PressPowerButton(const std::string& name) override { Note("PressPowerButton", name); return FakeHypervisor::PressPowerButton(name); }
+  Status Save(const std::string& name) override { Note("Save", name); return FakeHypervisor::Save(name); }
+  Status Undefine(const std::string& name) override { Note("Undefine", name); return FakeHypervisor::Undefine(name); }
+
+ private:
+  void Note(const std::string& method, const std::string& name) {
+    auto ws = store->GetWorkspaceById(name.substr(6));
+    std::lock_guard lock(mutex);
+    seen.emplace_back(method, ws ? std::string(StateName(ws->state)) : "missing");
+  }
+};
+
+class FakeTransport : public Transport {
+ public:
+  std::string_view name() const override { return "unix"; }
+  Status BeforeStart(Workspace&, const Layout&, bool resume, hypervisor::DomainSpec&) override {
+    (resume ? resumes : boots)++;
+    return {};
+  }
+  void AfterStop(const Workspace&, const Layout&, bool) override { stops++; }
+  Result<Endpoint> AgentEndpoint(const Workspace&, const Layout& layout) const override {
+    Endpoint ep;
+    ep.kind = Endpoint::Kind::kUnix;
+    ep.path = layout.agent_socket().string();
+    return ep;
+  }
+  std::atomic<int> boots{0}, resumes{0}, stops{0};
+};
+
+// Runs an awaitable to its end on a thread of its own and returns its result.
+class Runner {
+ public:
+  Runner() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
+  ~Runner() {
+    guard_.reset();
+    io_.stop();
+    thread_.join();
+  }
+  template <class T>
+  T Sync(boost::asio::awaitable<T> task) {
+    return boost::asio::co_spawn(io_, std::move(task), boost::asio::use_future).get();
+  }
+  boost::asio::io_context& io() { return io_; }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  std::thread thread_;
+};
+
+struct Fixture {
+  testing::TempDir dir{"berth-service"};
+  std::unique_ptr<store::Store> store;
+  RecordingHypervisor hv;
+  FakeTransport* transport = nullptr;
+  std::unique_ptr<WorkspaceService> service;
+  Runner runner;
+  std::atomic<int64_t> now{1'700'000'000};
+  std::atomic<bool> agent_up{true};
+  std::mutex activity_mutex;
+  nlohmann::json activity = nlohmann::json::object();
+  // Probes of the agents whose socket path contains one of these never answer.
+  std::mutex silent_mutex;
+  std::set<std::string> silent;
+  std::atomic<int> probes_in_flight{0};
+  std::string tenant;
+  ServiceOptions options;
+
+  explicit Fixture(const std::function<void(ServiceOptions&)>& customize = {}) {
+    fs::create_directories(dir.path() / "images/base/v1");
+    for (const char* f : {"disk.qcow2", "vmlinuz", "initrd.img"}) {
+      std::ofstream(dir.path() / "images/base/v1" / f) << "x";
+    }
+    fs::create_directory_symlink("v1", dir.path() / "images/base/current");
+    store = std::move(*store::Store::Open((dir.path() / "berth.db").string()));
+    tenant = store->CreateTenant("t1", now)->id;
+    hv.store = store.get();
+    options.data_dir = dir.path();
+    options.accel = "tcg";
+    options.boot_timeout = std::chrono::seconds(2);
+    options.stop_grace = std::chrono::seconds(1);
+    options.idle_poll = std::chrono::hours(1);  // ticks come from the tests
+    options.reconcile_every = std::chrono::hours(1);
+    options.clock = [this] { return now.load(); };
+    options.probe = [this](const agent_client::AgentLink& link,
+                           std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
+      bool hang = false;
+      {
+        std::lock_guard lock(silent_mutex);
+        for (const auto& s : silent) hang = hang || link.endpoint.path.find(s) != std::string::npos;
+      }
+      if (hang) {
+        ++probes_in_flight;
+        boost::asio::steady_timer forever(co_await boost::asio::this_coro::executor, std::chrono::hours(24));
+        auto [ec] = co_await forever.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+        --probes_in_flight;
+        co_return Fail(ErrorCode::kUnavailable, ec ? "cut" : "never");
+      }
+      if (!agent_up) co_return Fail(ErrorCode::kUnavailable, "agent down");
+      std::lock_guard lock(activity_mutex);
+      co_return activity;
+    };
+    options.make_disks = [](const ImageVersion&, const Layout& layout, int) -> Status {
+      std::ofstream(layout.root_disk()) << "root";
+      std::ofstream(layout.data_disk()) << "data";
+      return {};
+    };
+    if (customize) customize(options);
+    StartService();
+  }
+  ~Fixture() { service->Shutdown(); }
+
+  void StartService() {
+    auto t = std::make_unique<FakeTransport>();
+    transport = t.get();
+    service = std::make_unique<WorkspaceService>(*store, hv, std::move(t), options);
+    REQUIRE(service->Run().has_value());
+  }
+  // A berthd restart: the service goes, a new one starts on the same store and hypervisor.
+  void RestartService() {
+    service->Shutdown();
+    service.reset();
+    StartService();
+  }
+
+  Workspace Create(const std::string& name, const std::function<void(CreateRequest&)>& tweak = {}) {
+    auto req = ParseCreateRequest({{"name", name}});
+    REQUIRE(req.has_value());
+    if (tweak) tweak(*req);
+    auto created = runner.Sync(service->Create(tenant, *req, ""));
+    REQUIRE(created.has_value());
+    return created->workspace;
+  }
+  Result<Workspace> Start(const std::string& ref) { return runner.Sync(service->Start(tenant, ref)); }
+  Result<Workspace> Stop(const std::string& ref, bool force = false) {
+    return runner.Sync(service->Stop(tenant, ref, force));
+  }
+  Result<Workspace> Hibernate(const std::string& ref) { return runner.Sync(service->Hibernate(tenant, ref)); }
+  Result<Workspace> Delete(const std::string& ref) { return runner.Sync(service->Delete(tenant, ref)); }
+  Result<Workspace> Patch(const std::string& ref, nlohmann::json body) {
+    return runner.Sync(service->Patch(tenant, ref, std::move(body)));
+  }
+  void Silence(const std::string& id) {
+    std::lock_guard lock(silent_mutex);
+    silent.insert(id);
+  }
+
+  State StateOf(const std::string& id) {
+    auto ws = store->GetWorkspaceById(id);
+    return ws ? ws->state : State::kDeleting;
+  }
+  // The state is reached and the operation that reached it has finished.
+  bool Reaches(const std::string& id, State state) {
+    bool reached = testing::WaitFor([&] { return StateOf(id) == state; }, std::chrono::seconds(10));
+    service->WaitIdleForTest();
+    return reached && StateOf(id) == state;
+  }
+  // Deleted: gone from the store and from the API.
+  bool Gone(const std::string& id) {
+    return testing::WaitFor([&] {
+      return !store->GetWorkspaceById(id).has_value() && !service->Get(tenant, id).has_value();
+    });
+  }
+  std::vector<std::string> Events(const std::string& id) {
+    std::vector<std::string> out;
+    auto events = store->ListEvents(id, 0, 1000);
+    REQUIRE(events.has_value());
+    for (const auto& e : *events) out.push_back(e.type);
+    return out;
+  }
+  bool HasEvent(const std::string& id, const std::string& type) {
+    auto e = Events(id);
+    return std::find(e.begin(), e.end(), type) != e.end();
+  }
+};
+
+}  // namespace berth::workspace
