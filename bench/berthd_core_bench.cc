@@ -20,6 +20,7 @@
 // what else runs on the machine than the rates do.
 #include <signal.h>
 
+#include <cctype>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -79,6 +80,11 @@ std::string ReadLine(const fs::path& path) {
   std::getline(in, line);
   if (line.empty()) throw std::runtime_error("nothing in " + path.string());
   return line;
+}
+
+std::string Trimmed(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
 }
 
 void Check(const Result<nlohmann::json>& r, const std::string& what) {
@@ -198,7 +204,7 @@ class Bench {
     if (load.result.wrong > 0) {
       error_lines_.push_back(fmt::format("wrong answers {}: {} of {}, the first: `{}`", what,
                                          load.result.wrong, load.result.wrong + load.result.completed,
-                                         load.result.first_wrong));
+                                         Trimmed(load.result.first_wrong)));
     }
     return load;
   }
@@ -220,6 +226,7 @@ class Bench {
     // Alternating rounds, each path first in every other one, so load that comes and goes on
     // this shared machine hits both paths alike.
     for (int round = 0; round < c_.rounds; ++round) {
+      double p50[2] = {0, 0};  // direct, through berthd
       for (int leg = 0; leg < 2; ++leg) {
         bool direct = (round + leg) % 2 == 0;
         auto load = direct ? Measure({ExecDirect(ids_[0])}, o, ExpectExitZero, "exec, agent direct")
@@ -229,7 +236,9 @@ class Bench {
         l.insert(l.end(), load.result.latencies_ms.begin(), load.result.latencies_ms.end());
         into.result.completed += load.result.completed;
         into.berthd_cpu_s += load.berthd_cpu_s;
+        p50[direct ? 0 : 1] = load.P(50);
       }
+      round_p50_deltas_.push_back(p50[1] - p50[0]);
     }
     phases_.push_back(sampler_.End());
   }
@@ -273,6 +282,9 @@ class Bench {
                        "{:.2f} ms agent direct | {:+.2f} ms ({}: target <= +1 ms) |",
                        c_.rounds, c_.round_execs, seq_berthd_.P(50), seq_direct_.P(50), d50,
                        d50 <= 1.0 ? "meets" : "MISSES"));
+    r.Line(fmt::format("| … p50 difference, median over the {} rounds (each pairs runs made "
+                       "seconds apart) | | | {:+.2f} ms |",
+                       c_.rounds, Percentile(round_p50_deltas_, 50)));
     r.Line(fmt::format("| exec `true` p99, same runs | {:.2f} ms | {:.2f} ms agent direct | "
                        "{:+.2f} ms |",
                        seq_berthd_.P(99), seq_direct_.P(99), seq_berthd_.P(99) - seq_direct_.P(99)));
@@ -331,6 +343,7 @@ class Bench {
   std::string key_;
   std::vector<std::string> ids_;
   std::vector<PhaseFigures> phases_;
+  std::vector<double> round_p50_deltas_;  // through berthd minus direct, per round (ms)
   Load seq_direct_, seq_berthd_, health_, get_, par_direct_, par_berthd_;
   int idle_threads_ = 0;
   uint64_t errors_ = 0;
