@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/protocol/exec.h"
+#include "controller/agent_client/agent_target.h"
 #include "controller/api/api_server.h"
 
 namespace berth::api {
@@ -14,14 +15,6 @@ using workspace::State;
 using workspace::Workspace;
 
 constexpr std::chrono::milliseconds kPollEvery{250};
-
-// The agent's target for ours: "/v1/workspaces/{ws}/files/a%20b?stat=1" -> "/v1/files/a%20b?stat=1".
-// Taken from the raw target, so the encoding reaches the agent untouched.
-std::string AgentTarget(std::string_view raw) {
-  constexpr std::string_view kPrefix = "/v1/workspaces/";
-  std::string_view rest = raw.substr(kPrefix.size());
-  return "/v1" + std::string(rest.substr(rest.find('/')));
-}
 
 // Waits until the workspace runs, starting it when it sleeps (wake on request). The error is
 // what the client gets when it cannot.
@@ -102,8 +95,14 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
   }
   // Open for as long as the request lasts: a long exec, a PTY, a tunnel, a download.
   auto guard = ctx.service.OpenStream(ws->id, kind);
-  std::string target = AgentTarget(ex.target());
-  co_await agent_client::ProxyToAgent(ex, *link, std::move(target), ctx.options.proxy,
+  // From what the router matched (decoded, re-encoded), never cut from the raw target.
+  auto query = http::SplitTarget(ex.target()).second;
+  auto target = agent_client::AgentTarget(ex.path(), ex.param("ws"), query);
+  if (!target) {
+    co_await ex.SendError(target.error());
+    co_return;
+  }
+  co_await agent_client::ProxyToAgent(ex, *link, std::move(*target), ctx.options.proxy,
                                       &ctx.agent_connections, headers);
 }
 
