@@ -48,7 +48,8 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
   std::string key(ex.header("Idempotency-Key"));
   bool existed = false;
   auto ws = co_await ctx.Blocking([&] { return ctx.service.Create(tenant, *request, key, &existed); });
-  co_await SendWorkspace(ctx, ex, existed ? status::ok : status::created, ws);
+  const auto code = existed ? status::ok : status::created;
+  co_await SendWorkspace(ctx, ex, code, ws);
 }
 
 http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
@@ -143,7 +144,8 @@ http::Task<void> Act(ApiContext& ctx, http::Exchange& ex, Action action) {
     }
     return Fail(ErrorCode::kInternal, "unknown action");
   });
-  co_await SendWorkspace(ctx, ex, action == Action::kKeepAlive ? status::ok : status::accepted, ws);
+  const auto code = action == Action::kKeepAlive ? status::ok : status::accepted;
+  co_await SendWorkspace(ctx, ex, code, ws);
 }
 
 // Blocks (asynchronously) until the workspace is in the wanted state.
