@@ -77,7 +77,8 @@ Task<void> MakeDir(Exchange& ex, Services& services, const FileRequest& req) {
   auto parents = ex.query().GetBool("parents", false);
   auto mode = ModeParam(ex);
   if (!parents || !mode) {
-    co_await ex.SendError(!parents ? parents.error() : mode.error());
+    Error error = !parents ? parents.error() : mode.error();
+    co_await ex.SendError(error);
     co_return;
   }
   mode_t m = mode->value_or(0755);
@@ -94,16 +95,17 @@ Task<void> MakeDir(Exchange& ex, Services& services, const FileRequest& req) {
     co_return;
   }
   nlohmann::json body = protocol::ToJson(made->second);
-  co_await ex.SendJson(made->first ? status::created : status::ok, body);
+  const auto code = made->first ? status::created : status::ok;
+  co_await ex.SendJson(code, body);
 }
 
 Task<void> Move(Exchange& ex, Services& services, const FileRequest& req) {
   auto to_text = ex.query().Get("to");
   auto overwrite = ex.query().GetBool("overwrite", false);
   if (!to_text || !overwrite) {
-    co_await ex.SendError(!overwrite ? overwrite.error()
-                                     : Error{ErrorCode::kInvalidArgument,
-                                             "op=move needs to=/destination/path"});
+    Error error = !overwrite ? overwrite.error()
+                             : Error(ErrorCode::kInvalidArgument, "op=move needs to=/destination/path");
+    co_await ex.SendError(error);
     co_return;
   }
   auto to = protocol::NormalizePath(*to_text);
@@ -130,7 +132,8 @@ Task<void> HandleGet(Exchange& ex, Services& services) {
   auto stat = q.GetBool("stat", false);
   auto watch = q.GetBool("watch", false);
   if (!stat || !watch) {
-    co_await ex.SendError(!stat ? stat.error() : watch.error());
+    Error error = !stat ? stat.error() : watch.error();
+    co_await ex.SendError(error);
     co_return;
   }
   if (*stat) co_return co_await StatPath(ex, services, *req);

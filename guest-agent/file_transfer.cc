@@ -197,7 +197,8 @@ Task<void> PutContent(Exchange& ex, Services& services, const FileRequest& req) 
       upload.Abort();
       return Status{};
     });
-    co_await ex.SendError(state.failure ? *state.failure : body.error());
+    Error error = state.failure ? *state.failure : body.error();
+    co_await ex.SendError(error);
     co_return;
   }
   auto committed = co_await RunAs(services, req.user,
@@ -216,7 +217,8 @@ Task<void> PutContent(Exchange& ex, Services& services, const FileRequest& req) 
     co_return;
   }
   nlohmann::json answer = protocol::ToJson(committed->second);
-  co_await ex.SendJson(committed->first ? status::ok : status::created, answer);
+  const auto code = committed->first ? status::ok : status::created;
+  co_await ex.SendJson(code, answer);
 }
 
 }  // namespace berth::agent::files

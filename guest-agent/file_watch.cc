@@ -233,7 +233,11 @@ Task<void> Watch(Exchange& ex, Services& services, const FileRequest& req) {
   if (!co_await ex.BeginChunked(status::ok, "application/x-ndjson")) co_return;
   std::string out;
   for (const auto& e : *first) out += Line(e);
-  if (!out.empty() && !co_await ex.WriteChunk(out)) co_return;
+  if (!out.empty()) {
+    // Not `a && co_await b`: a co_await evaluated only conditionally is the ?: pitfall again.
+    auto wrote = co_await ex.WriteChunk(out);
+    if (!wrote) co_return;
+  }
 
   alignas(inotify_event) char buf[64 * 1024];
   for (;;) {
@@ -267,7 +271,10 @@ Task<void> Watch(Exchange& ex, Services& services, const FileRequest& req) {
         for (const auto& e : *errors) out += Line(e);
       }
     }
-    if (!out.empty() && !co_await ex.WriteChunk(out)) co_return;
+    if (!out.empty()) {
+      auto wrote = co_await ex.WriteChunk(out);
+      if (!wrote) co_return;
+    }
     if (root_gone) {
       co_await ex.EndChunked();
       co_return;

@@ -98,10 +98,15 @@ http::Task<void> OpenTunnel(Services services, http::Exchange& ex) {
     co_await ServeRawTunnel(ex, *socket, services.activity);
     co_return;
   }
+  auto guest = net::ToGeneric(std::move(*socket));
+  if (!guest) {
+    co_await ex.SendError(guest.error());
+    co_return;
+  }
   auto ws = co_await ex.AcceptWebSocket();
   if (!ws) co_return;  // the handshake failed; the connection is gone
   auto guard = services.activity.OpenStream("tunnel");
-  co_await tunnel::Bridge(**ws, *socket, tunnel::BridgeRole::kGuest);
+  co_await tunnel::Bridge(**ws, *guest, tunnel::BridgeRole::kGuest);
 }
 
 }  // namespace

@@ -76,19 +76,20 @@ http::Task<void> Stdin(http::Exchange& ex, const Services& services) {
   auto process = co_await FindOr404(ex, services);
   if (!process) co_return;
   if (!process->has_stdin()) {
-    co_await ex.SendError({ErrorCode::kFailedPrecondition,
-                           process->running() ? "the process has no open stdin"
-                                              : "the process has ended"});
+    Error error(ErrorCode::kFailedPrecondition,
+                process->running() ? "the process has no open stdin" : "the process has ended");
+    co_await ex.SendError(error);
     co_return;
   }
   uint64_t written = 0;
-  auto status = co_await ex.ReadBodyChunks(
-      [&](std::string_view data) -> http::Task<Status> {
-        auto ok = co_await process->WriteStdin(data);
-        if (ok) written += data.size();
-        co_return ok;
-      },
-      kStdinChunk);
+  // A named sink: a lambda converted to std::function inside the co_await expression would be
+  // a temporary that g++ 12 may destroy twice.
+  http::Exchange::ChunkSink sink = [&](std::string_view data) -> http::Task<Status> {
+    auto ok = co_await process->WriteStdin(data);
+    if (ok) written += data.size();
+    co_return ok;
+  };
+  auto status = co_await ex.ReadBodyChunks(sink, kStdinChunk);
   if (status && *close) status = co_await process->CloseStdin();
   if (!status) {
     co_await ex.SendError(status.error());

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "common/client/tunnel.h"
+#include "common/net/pump.h"
 #include "common/protocol/ports.h"
 
 namespace berth::agent {
@@ -51,14 +51,16 @@ http::Task<void> ServeRawTunnel(http::Exchange& ex, asio::ip::tcp::socket& guest
   auto endpoint = guest.remote_endpoint(aec);
   std::string where = aec ? std::string("?")
                           : fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
-  tunnel::Socket guest_socket(guest.get_executor());
-  int family = endpoint.protocol().family();
-  guest_socket.assign(asio::generic::stream_protocol(family, IPPROTO_TCP), guest.release(), aec);
-  if (aec) {
-    spdlog::warn("raw tunnel to {}: {}", where, aec.message());
+  auto guest_socket = net::ToGeneric(std::move(guest));
+  if (!guest_socket) {
+    spdlog::warn("raw tunnel to {}: {}", where, guest_socket.error().message);
     co_return;
   }
-  auto stats = co_await tunnel::RawBridge(stream.socket(), guest_socket, early);
+  // The agent's io_context is run by its one I/O thread, and it ignores SIGPIPE: splice(2).
+  net::PumpOptions pump;
+  pump.a_initial = early;
+  pump.splice = true;
+  auto stats = co_await net::Pump(stream.socket(), *guest_socket, pump);
   spdlog::debug("raw tunnel to {} ended: {} bytes to the guest, {} from it", where,
                 stats.a_to_b, stats.b_to_a);
 }

@@ -18,7 +18,7 @@ Status CheckRawTunnelRequest(const http::Exchange& ex);
 
 // Takes the connection over, answers 101 and pumps bytes both ways between it and `guest` (a
 // connected socket to the guest port) until both directions have ended, as
-// tunnel::RawBridge() does; the tunnel counts as an open stream for `activity` meanwhile.
+// net::Pump() does (spliced); the tunnel counts as an open stream for `activity` meanwhile.
 // Bytes the client sent right behind its request header go to the guest first. Runs on the
 // connection's strand; `guest` must have been opened on it and outlive the call; it is closed
 // on return.

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/http/url.h"
+#include "common/net/pump.h"
 #include "common/protocol/ports.h"
 
 namespace berth::tunnel {
@@ -41,7 +42,7 @@ websocket::close_reason CloseReason(websocket::close_code code, std::string text
 
 // socket -> WebSocket. The only coroutine that writes to the WebSocket, the close included,
 // so at most one write is ever in flight on it.
-Task<void> SocketToWebSocket(http::WebSocket& ws, tcp::socket& socket, BridgeState& state,
+Task<void> SocketToWebSocket(http::WebSocket& ws, net::Socket& socket, BridgeState& state,
                              BridgeRole role, size_t chunk) {
   std::vector<char> buf(chunk);
   for (;;) {
@@ -75,15 +76,14 @@ Task<void> SocketToWebSocket(http::WebSocket& ws, tcp::socket& socket, BridgeSta
 }
 
 // WebSocket -> socket. Whole messages are bounded by the stream's read_message_max.
-Task<void> WebSocketToSocket(http::WebSocket& ws, tcp::socket& socket, BridgeState& state) {
+Task<void> WebSocketToSocket(http::WebSocket& ws, net::Socket& socket, BridgeState& state) {
   beast::flat_buffer buf;
   for (;;) {
     auto [ec, n] = co_await ws.async_read(buf, kTuple);
     if (ec) break;
     if (n == 0) {
       // The peer's half-close: no more data for the socket; the other direction goes on.
-      boost::system::error_code ignored;
-      socket.shutdown(tcp::socket::shutdown_send, ignored);
+      net::HalfClose(socket);
       continue;
     }
     // While this write waits for a slow socket nothing reads the WebSocket, so Beast's idle
@@ -109,14 +109,14 @@ Task<void> WebSocketToSocket(http::WebSocket& ws, tcp::socket& socket, BridgeSta
   // The WebSocket closed (or failed): end the byte stream towards the guest, then drop it.
   // Nothing the guest sends from now on could be delivered.
   state.websocket_ended = true;
+  net::HalfClose(socket);
   boost::system::error_code ignored;
-  socket.shutdown(tcp::socket::shutdown_send, ignored);
   socket.close(ignored);
 }
 
 }  // namespace
 
-Task<BridgeStats> Bridge(http::WebSocket& ws, tcp::socket& socket, BridgeRole role,
+Task<BridgeStats> Bridge(http::WebSocket& ws, net::Socket& socket, BridgeRole role,
                          size_t chunk) {
   using namespace asio::experimental::awaitable_operators;
   ws.binary(true);
@@ -277,7 +277,7 @@ void PortForwarder::Serve(Worker& worker) {
 }
 
 bool PortForwarder::ServeRaw(Worker& worker, UniqueFd tunnel) {
-  // One thread runs this io_context, as RawBridge requires.
+  // One thread runs this io_context, so the pump may splice (net::PumpOptions::splice).
   asio::io_context io(1);
   int tunnel_fd = tunnel.get();
   auto remote = AdoptSocket(io.get_executor(), std::move(tunnel));
@@ -300,7 +300,9 @@ bool PortForwarder::ServeRaw(Worker& worker, UniqueFd tunnel) {
     if (worker.stop) ec = asio::error::operation_aborted;
   }
   if (!ec) {
-    asio::co_spawn(io, RawBridge(local, *remote), asio::detached);
+    net::PumpOptions pump;
+    pump.splice = true;
+    asio::co_spawn(io, net::Pump(local, *remote, pump), asio::detached);
     io.run();
   }
   std::lock_guard lock(worker.mutex);
@@ -317,11 +319,12 @@ bool PortForwarder::ServeWebSocket(Worker& worker) {
   }
   ++websocket_tunnels_;
   auto& conn = **tunnel;
-  tcp::socket local(conn.io());
+  net::Socket local(conn.io());
   boost::system::error_code ec;
   {
     std::lock_guard lock(worker.mutex);
-    local.assign(worker.local_v6 ? tcp::v6() : tcp::v4(), worker.local_fd, ec);
+    auto family = worker.local_v6 ? AF_INET6 : AF_INET;
+    local.assign(asio::generic::stream_protocol(family, IPPROTO_TCP), worker.local_fd, ec);
     if (!ec) {
       worker.bridged_local_fd = worker.local_fd;
       worker.local_fd = -1;  // owned by `local` now

@@ -3,9 +3,10 @@
 //  - WebSocket (`Upgrade: websocket`): binary frames, for browsers. Bridge() is the pump both
 //    ends use; OpenTunnel() opens one.
 //  - raw (`Upgrade: berth-tcp`): after `101 Switching Protocols` the connection itself is the
-//    pipe, like HTTP CONNECT. RawBridge() is the pump both ends use (splice(2) through a pipe,
-//    no copies in user space); OpenRawTunnel() opens one and hands back the socket. It is the
-//    fast mode: a WebSocket tunnel pays for framing, masking and two extra copies per hop.
+//    pipe, like HTTP CONNECT. Both ends pump it with net::Pump (common/net/pump.h: splice(2)
+//    through a pipe, no copies in user space, where the executor allows it);
+//    OpenRawTunnel() opens one and hands back the socket. It is the fast mode: a WebSocket
+//    tunnel pays for framing, masking and two extra copies per hop.
 // PortForwarder listens on a local TCP port and forwards every accepted connection over a
 // tunnel of its own (`berth port-forward`, the benchmark), raw unless told otherwise.
 // (tunnel.cc: WebSocket mode and PortForwarder; tunnel_raw.cc: raw mode.)
@@ -25,6 +26,7 @@
 
 #include "common/client/api_client.h"
 #include "common/http/types.h"
+#include "common/net/socket.h"
 #include "common/unique.h"
 
 namespace berth::tunnel {
@@ -49,9 +51,10 @@ enum class BridgeRole {
   kClient,
 };
 
-// Pumps bytes both ways between an open WebSocket and a connected TCP socket until both
-// directions are done, with one write in flight per direction, so a slow reader on either side
-// stalls the other side's reads instead of growing a buffer.
+// Pumps bytes both ways between an open WebSocket and a connected stream socket (TCP, unix or
+// vsock: the VNC bridge's upstream is a unix socket) until both directions are done, with one
+// write in flight per direction, so a slow reader on either side stalls the other side's reads
+// instead of growing a buffer. The framing adapter beside net::Pump, with its socket rules:
 //  - An empty binary frame is a half-close ("no more data from me"): the receiving side shuts
 //    down its socket's write end and keeps the other direction going. Data frames are never
 //    empty. (WebSocket has no half-close of its own: a close frame ends both directions.)
@@ -59,8 +62,8 @@ enum class BridgeRole {
 //  - Socket error: the WebSocket is closed with 1011 and the error text.
 //  - WebSocket closed or failed: the socket's write side is shut down, then it is closed.
 // Call on the executor that owns both objects (their strand); the objects must outlive it.
-http::Task<BridgeStats> Bridge(http::WebSocket& ws, boost::asio::ip::tcp::socket& socket,
-                               BridgeRole role, size_t chunk = kBridgeChunk);
+http::Task<BridgeStats> Bridge(http::WebSocket& ws, net::Socket& socket, BridgeRole role,
+                               size_t chunk = kBridgeChunk);
 
 // The tunnel route under `scope` ("/v1" on the agent, "/v1/workspaces/{id}" on berthd).
 std::string TunnelTarget(std::string_view scope, uint16_t port, std::string_view host = {});
@@ -76,37 +79,7 @@ Result<std::unique_ptr<client::WebSocketConnection>> OpenTunnel(client::ApiClien
 // ---------------------------------------------------------------------------------------------
 // Raw mode
 
-using Socket = boost::asio::generic::stream_protocol::socket;
-
-// Bytes moved by one raw bridge.
-struct RawBridgeStats {
-  uint64_t a_to_b = 0;
-  uint64_t b_to_a = 0;
-};
-
-// Pumps bytes both ways between two connected stream sockets (TCP, unix or vsock, in any
-// combination) until both directions have ended; `a_initial` (bytes already read from `a`,
-// e.g. behind an HTTP request header) goes to `b` first. Per direction:
-//  - splice(2) from the source socket into a pipe and from the pipe into the other socket:
-//    the data never enters user space. Where the kernel cannot splice a socket type (EINVAL
-//    on the first call) the direction falls back to read/write through a 256 KiB buffer.
-//  - backpressure: at most one pipe (1 MiB, less when the per-user pipe quota is used up) is
-//    in flight; a slow reader stalls the other side's reads instead of growing a buffer.
-//  - EOF: what is in the pipe is delivered, then the other socket's write side is shut down
-//    (a half-close); the other direction goes on until its own EOF.
-//  - an error on either socket (reset, EPIPE) shuts both sockets down in both directions, so
-//    the other direction ends too.
-// Both sockets are switched to non-blocking mode. A direction that keeps moving data yields
-// to the executor every 16 MiB so other work on the same thread is not starved.
-// splice(2) cannot take MSG_NOSIGNAL: the calling thread must ignore or block SIGPIPE (the
-// agent and the CLI ignore it; PortForwarder blocks it in its threads).
-// Call on the executor that owns both sockets; they must outlive it. The caller closes them
-// afterwards. That executor's io_context must be run by ONE thread (the agent's is, and so
-// is each PortForwarder connection's): readiness is awaited with async_wait after splice()
-// said EAGAIN, and Asio's epoll reactor drops an edge that a second thread's epoll_wait sees
-// before the wait is queued (a strand does not prevent that), which would stall a direction
-// until more data arrives.
-http::Task<RawBridgeStats> RawBridge(Socket& a, Socket& b, std::string_view a_initial = {});
+using Socket = net::Socket;
 
 // Opens a raw tunnel to `port` on the guest's loopback (or `host`, one of the guest's own
 // addresses): GET <scope>/tunnel with `Connection: Upgrade`, `Upgrade: berth-tcp`. Returns the
@@ -118,8 +91,7 @@ http::Task<RawBridgeStats> RawBridge(Socket& a, Socket& b, std::string_view a_in
 Result<UniqueFd> OpenRawTunnel(client::ApiClient& client, std::string_view scope, uint16_t port,
                                std::string_view host = {});
 
-// Wraps a connected stream socket (any family) in an Asio socket on `executor`.
-Result<Socket> AdoptSocket(const boost::asio::any_io_executor& executor, UniqueFd fd);
+using net::AdoptSocket;
 
 // ---------------------------------------------------------------------------------------------
 // Port forwarding

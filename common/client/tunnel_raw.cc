@@ -1,5 +1,5 @@
-// Raw tunnels (GET /v1/tunnel with `Upgrade: berth-tcp`): the splice pump both ends use and the
-// client's side of the upgrade. See tunnel.h.
+// Raw tunnels (GET /v1/tunnel with `Upgrade: berth-tcp`): the client's side of the upgrade. Both
+// ends pump the upgraded connection with net::Pump. See tunnel.h.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,11 +11,6 @@
 #include <cstring>
 #include <sstream>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
 #include "common/client/tunnel.h"
@@ -27,166 +22,12 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
-using http::Task;
 using Clock = std::chrono::steady_clock;
-constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 
-// One pipe per direction. 1 MiB (the default /proc/sys/fs/pipe-max-size) lets one splice call
-// move a whole socket buffer's worth on loopback; the default 64 KiB pipe costs ~15% more
-// syscalls and wake-ups at full speed.
-constexpr int kPipeBytes = 1 << 20;
-// Buffer of the read/write fallback (sockets the kernel cannot splice).
-constexpr size_t kCopyChunk = 256 * 1024;
-// A direction that never has to wait yields to the executor after this many bytes: the agent
-// serves everything on one I/O thread.
-constexpr uint64_t kYieldBytes = 16u << 20;
 // Largest response header accepted from the server (it is ~100 bytes for a 101).
 constexpr size_t kMaxHead = 64 * 1024;
 // Largest error body read (JSON errors are small).
 constexpr size_t kMaxErrorBody = 64 * 1024;
-
-struct Pipe {
-  UniqueFd read;
-  UniqueFd write;
-  size_t capacity = 0;
-};
-
-Result<Pipe> MakePipe() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return Fail(ErrnoError(errno, "pipe2"));
-  Pipe pipe;
-  pipe.read.reset(fds[0]);
-  pipe.write.reset(fds[1]);
-  // Over the per-user pipe quota (fs.pipe-user-pages-soft) this fails: the default size works,
-  // only slower.
-  int size = fcntl(fds[1], F_SETPIPE_SZ, kPipeBytes);
-  if (size < 0) size = fcntl(fds[1], F_GETPIPE_SZ);
-  pipe.capacity = size > 0 ? static_cast<size_t>(size) : 64 * 1024;
-  return pipe;
-}
-
-void ShutdownBoth(Socket& a, Socket& b) {
-  boost::system::error_code ignored;
-  a.shutdown(asio::socket_base::shutdown_both, ignored);
-  b.shutdown(asio::socket_base::shutdown_both, ignored);
-}
-
-// What one direction reports.
-enum class PumpEnd {
-  kEof,          // the source ended and everything was delivered
-  kError,        // a socket failed; both were shut down
-  kUnsupported,  // the kernel cannot splice these sockets; nothing was moved yet
-};
-
-// from -> to through a pipe, see RawBridge.
-Task<PumpEnd> SplicePump(Socket& from, Socket& to, uint64_t& moved) {
-  auto pipe = MakePipe();
-  if (!pipe) co_return PumpEnd::kUnsupported;
-  auto executor = co_await asio::this_coro::executor;
-  const int in = from.native_handle();
-  const int out = to.native_handle();
-  size_t in_pipe = 0;
-  bool eof = false;
-  uint64_t since_yield = 0;
-  for (;;) {
-    if (!eof && in_pipe < pipe->capacity) {
-      ssize_t n = splice(in, nullptr, pipe->write.get(), nullptr, pipe->capacity - in_pipe,
-                         SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (n > 0) {
-        in_pipe += static_cast<size_t>(n);
-        moved += static_cast<uint64_t>(n);
-        since_yield += static_cast<uint64_t>(n);
-      } else if (n == 0) {
-        eof = true;
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno == EAGAIN) {
-        // Nothing to read (or the pipe's slots are full of partial pages: then drain first).
-        if (in_pipe == 0) {
-          auto [ec] = co_await from.async_wait(Socket::wait_read, kTuple);
-          if (ec) {
-            ShutdownBoth(from, to);
-            co_return PumpEnd::kError;
-          }
-          since_yield = 0;
-          continue;
-        }
-      } else if ((errno == EINVAL || errno == ENOSYS) && moved == 0) {
-        co_return PumpEnd::kUnsupported;
-      } else {
-        ShutdownBoth(from, to);
-        co_return PumpEnd::kError;
-      }
-    }
-    if (in_pipe > 0) {
-      ssize_t n = splice(pipe->read.get(), nullptr, out, nullptr, in_pipe,
-                         SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-      if (n > 0) {
-        in_pipe -= static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && errno == EAGAIN) {
-        auto [ec] = co_await to.async_wait(Socket::wait_write, kTuple);
-        if (ec) {
-          ShutdownBoth(from, to);
-          co_return PumpEnd::kError;
-        }
-        since_yield = 0;
-        continue;
-      } else {
-        // EPIPE, ECONNRESET: the receiving side is gone; nothing more can be delivered.
-        ShutdownBoth(from, to);
-        co_return PumpEnd::kError;
-      }
-    }
-    if (eof && in_pipe == 0) {
-      boost::system::error_code ignored;
-      to.shutdown(asio::socket_base::shutdown_send, ignored);
-      co_return PumpEnd::kEof;
-    }
-    if (since_yield >= kYieldBytes) {
-      since_yield = 0;
-      co_await asio::post(executor, asio::use_awaitable);
-    }
-  }
-}
-
-// from -> to through a buffer: for sockets that cannot be spliced.
-Task<PumpEnd> CopyPump(Socket& from, Socket& to, uint64_t& moved) {
-  std::vector<char> buf(kCopyChunk);
-  for (;;) {
-    auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), kTuple);
-    if (ec == asio::error::eof) {
-      boost::system::error_code ignored;
-      to.shutdown(asio::socket_base::shutdown_send, ignored);
-      co_return PumpEnd::kEof;
-    }
-    if (ec) {
-      ShutdownBoth(from, to);
-      co_return PumpEnd::kError;
-    }
-    auto [wec, wn] = co_await asio::async_write(to, asio::buffer(buf.data(), n), kTuple);
-    if (wec) {
-      ShutdownBoth(from, to);
-      co_return PumpEnd::kError;
-    }
-    moved += n;
-  }
-}
-
-Task<void> Pump(Socket& from, Socket& to, std::string_view initial, uint64_t& moved) {
-  if (!initial.empty()) {
-    auto [ec, n] =
-        co_await asio::async_write(to, asio::buffer(initial.data(), initial.size()), kTuple);
-    if (ec) {
-      ShutdownBoth(from, to);
-      co_return;
-    }
-    moved += n;
-  }
-  PumpEnd end = co_await SplicePump(from, to, moved);
-  if (end == PumpEnd::kUnsupported) co_await CopyPump(from, to, moved);
-}
 
 // --- the client's handshake ------------------------------------------------------------------
 
@@ -311,35 +152,6 @@ std::string HostHeader(const Endpoint& endpoint) {
 }
 
 }  // namespace
-
-Task<RawBridgeStats> RawBridge(Socket& a, Socket& b, std::string_view a_initial) {
-  using namespace asio::experimental::awaitable_operators;
-  boost::system::error_code ignored;
-  a.non_blocking(true, ignored);
-  b.non_blocking(true, ignored);
-  RawBridgeStats stats;
-  co_await (Pump(a, b, a_initial, stats.a_to_b) && Pump(b, a, std::string_view(), stats.b_to_a));
-  co_return stats;
-}
-
-Result<Socket> AdoptSocket(const asio::any_io_executor& executor, UniqueFd fd) {
-  int family = 0;
-  int proto = 0;
-  socklen_t len = sizeof(family);
-  if (getsockopt(fd.get(), SOL_SOCKET, SO_DOMAIN, &family, &len) != 0) {
-    return Fail(ErrnoError(errno, "getsockopt SO_DOMAIN"));
-  }
-  len = sizeof(proto);
-  if (getsockopt(fd.get(), SOL_SOCKET, SO_PROTOCOL, &proto, &len) != 0) {
-    return Fail(ErrnoError(errno, "getsockopt SO_PROTOCOL"));
-  }
-  Socket socket(executor);
-  boost::system::error_code ec;
-  socket.assign(asio::generic::stream_protocol(family, proto), fd.get(), ec);
-  if (ec) return Fail(ErrorCode::kInternal, "adopt socket: " + ec.message());
-  fd.release();
-  return socket;
-}
 
 Result<UniqueFd> OpenRawTunnel(client::ApiClient& client, std::string_view scope, uint16_t port,
                                std::string_view host) {

@@ -33,7 +33,9 @@ bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned v
   res.set(bhttp::field::content_type, "application/json");
   nlohmann::json body = {{"error",
                           {{"code", ErrorCodeName(error.code)}, {"message", error.message}}}};
-  res.body() = body.dump();
+  // A message may quote the request (a path with %FF in it) or a guest's text: invalid UTF-8
+  // is replaced, never thrown on (that would be a 500 for a 400, or worse mid-answer).
+  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   res.prepare_payload();
   return res;
 }

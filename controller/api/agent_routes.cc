@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "common/protocol/exec.h"
+#include "controller/agent_client/agent_target.h"
 #include "controller/api/api_server.h"
 
 namespace berth::api {
@@ -12,14 +13,6 @@ namespace {
 using http::bhttp::verb;
 using workspace::State;
 using workspace::Workspace;
-
-// The agent's target for ours: "/v1/workspaces/{ws}/files/a%20b?stat=1" -> "/v1/files/a%20b?stat=1".
-// Taken from the raw target, so the encoding reaches the agent untouched.
-std::string AgentTarget(std::string_view raw) {
-  constexpr std::string_view kPrefix = "/v1/workspaces/";
-  std::string_view rest = raw.substr(kPrefix.size());
-  return "/v1" + std::string(rest.substr(rest.find('/')));
-}
 
 http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std::string kind) {
   if (!co_await Require(ex, needed)) co_return;
@@ -45,8 +38,14 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
   }
   // Open for as long as the request lasts: a long exec, a PTY, a tunnel, a download.
   auto guard = ctx.service.OpenStream(ws->id, kind);
-  std::string target = AgentTarget(ex.target());
-  co_await agent_client::ProxyToAgent(ex, *link, std::move(target), ctx.options.proxy,
+  // From what the router matched (decoded, re-encoded), never cut from the raw target.
+  auto query = http::SplitTarget(ex.target()).second;
+  auto target = agent_client::AgentTarget(ex.path(), ex.param("ws"), query);
+  if (!target) {
+    co_await ex.SendError(target.error());
+    co_return;
+  }
+  co_await agent_client::ProxyToAgent(ex, *link, std::move(*target), ctx.options.proxy,
                                       &ctx.agent_connections, headers);
 }
 

@@ -1,0 +1,220 @@
+#include "controller/agent_client/agent_connector.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "common/random.h"
+
+namespace berth::agent_client {
+
+namespace beast = http::beast;
+namespace bhttp = http::bhttp;
+namespace {
+
+namespace asio = http::asio;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+Error Unreachable(const boost::system::error_code& ec) {
+  return Error(ErrorCode::kUnavailable,
+               fmt::format("the workspace's agent cannot be reached: {}", ec.message()));
+}
+
+Error ClientGone() {
+  return Error(ErrorCode::kUnavailable,
+               "the client closed its connection; the request was cancelled");
+}
+
+// Whether an idle connection still looks open: no EOF, no error and no stray bytes from the
+// agent queued on it. Catches the common case (the agent closed it a while ago) before a
+// request is sent on it; the retry covers a close that races with the request.
+bool LooksAlive(int fd) {
+  char byte;
+  ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+// The failures a connection the agent closed while it was idle shows before it answers.
+bool ClosedUnderUs(const boost::system::error_code& ec) {
+  return ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::error::connection_aborted ||
+         ec == asio::error::not_connected || ec == http::bhttp::error::end_of_stream;
+}
+
+}  // namespace
+
+// --- AgentConnectionPool ----------------------------------------------------------------------
+
+AgentConnectionPool::~AgentConnectionPool() {
+  for (auto& [key, list] : idle_) {
+    for (auto& i : list) ::close(i.fd);
+  }
+}
+
+int AgentConnectionPool::Take(const std::string& key) {
+  auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  auto it = idle_.find(key);
+  if (it == idle_.end()) return -1;
+  auto& list = it->second;
+  while (!list.empty()) {
+    Idle i = list.back();
+    list.pop_back();
+    if (now - i.since < kMaxIdle && LooksAlive(i.fd)) return i.fd;
+    ::close(i.fd);
+  }
+  idle_.erase(it);
+  return -1;
+}
+
+void AgentConnectionPool::Put(const std::string& key, int fd) {
+  std::lock_guard lock(mutex_);
+  auto& list = idle_[key];
+  if (list.size() >= kMaxPerAgent) {
+    ::close(list.front().fd);
+    list.erase(list.begin());
+  }
+  list.push_back(Idle{fd, std::chrono::steady_clock::now()});
+}
+
+size_t AgentConnectionPool::IdleCountForTest(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto it = idle_.find(key);
+  return it == idle_.end() ? 0 : it->second.size();
+}
+
+// --- AgentConnector ---------------------------------------------------------------------------
+
+Upstream::Upstream(const asio::any_io_executor& executor) : stream(executor) {}
+
+AgentConnector::AgentConnector(const AgentLink& link, const ProxyOptions& options,
+                               AgentConnectionPool* pool)
+    : link_(link), options_(options), pool_(pool), pool_key_(PoolKey(link)) {}
+
+std::string AgentConnector::PoolKey(const AgentLink& link) {
+  return link.endpoint.ToString() + "#" + Sha256Hex(link.token);
+}
+
+http::Task<Status> AgentConnector::Connect(bool allow_pooled) {
+  if (aborted_) co_return Fail(ClientGone());
+  auto asio_ep = link_.endpoint.ToAsio();
+  if (!asio_ep) co_return Fail(asio_ep.error());
+  auto executor = co_await asio::this_coro::executor;
+  up_ = std::make_unique<Upstream>(executor);
+  up_->parser.header_limit(options_.max_response_header);
+  up_->parser.body_limit(boost::none);  // streamed; the relay bounds nothing but time
+  int fd = allow_pooled && pool_ != nullptr ? pool_->Take(pool_key_) : -1;
+  if (fd >= 0) {
+    boost::system::error_code ec;
+    up_->stream.socket().assign(asio_ep->protocol(), fd, ec);
+    if (!ec) {
+      up_->reused = true;
+      co_return Status{};
+    }
+    ::close(fd);
+  }
+  up_->stream.expires_after(options_.connect_timeout);
+  auto [ec] = co_await up_->stream.async_connect(*asio_ep, kTuple);
+  if (aborted_) co_return Fail(ClientGone());
+  if (ec) co_return Fail(Unreachable(ec));
+  ++connects_;
+  if (link_.endpoint.kind == Endpoint::Kind::kTcp) {
+    // The header and the body go out as separate writes: no Nagle delay between them.
+    int one = 1;
+    setsockopt(up_->stream.socket().native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  co_return Status{};
+}
+
+http::Task<Status> AgentConnector::Write(const Request& request, std::string_view body) {
+  bhttp::request_serializer<bhttp::empty_body> serializer{request};
+  up_->stream.expires_after(options_.io_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(up_->stream, serializer, kTuple);
+  if (!ec && !body.empty()) {
+    auto [body_ec, body_n] =
+        co_await asio::async_write(up_->stream, asio::buffer(body.data(), body.size()), kTuple);
+    ec = body_ec;
+  }
+  if (aborted_) co_return Fail(ClientGone());
+  if (ec) {
+    last_error_ = ec;
+    co_return Fail(Unreachable(ec));
+  }
+  co_return Status{};
+}
+
+http::Task<Status> AgentConnector::ReadResponseHeader() {
+  if (!up_) co_return Fail(ErrorCode::kInternal, "no request was sent");
+  up_->stream.expires_after(options_.response_timeout);
+  auto [ec, n] = co_await bhttp::async_read_header(up_->stream, up_->buffer, up_->parser, kTuple);
+  if (aborted_) co_return Fail(ClientGone());
+  if (ec == beast::error::timeout) {
+    co_return Fail(ErrorCode::kDeadlineExceeded, "the workspace's agent did not answer in time");
+  }
+  if (ec) {
+    last_error_ = ec;
+    co_return Fail(Unreachable(ec));
+  }
+  co_return Status{};
+}
+
+http::Task<Result<Upstream*>> AgentConnector::RoundTrip(const Request& request,
+                                                        std::string_view body) {
+  for (int attempt = 0;; ++attempt) {
+    auto connected = co_await Connect(/*allow_pooled=*/attempt == 0);
+    if (!connected) co_return Fail(connected.error());
+    last_error_ = {};
+    Error error;
+    auto sent = co_await Write(request, body);
+    if (sent) {
+      auto read = co_await ReadResponseHeader();
+      if (read) co_return up_.get();
+      error = read.error();
+    } else {
+      error = sent.error();
+    }
+    // A pooled connection that failed before any byte of an answer: closed while idle.
+    bool stale = up_->reused && !aborted_ && ClosedUnderUs(last_error_) && up_->buffer.size() == 0;
+    if (!stale) co_return Fail(std::move(error));
+    ++retries_;
+  }
+}
+
+http::Task<Result<Upstream*>> AgentConnector::Open(const Request& request) {
+  auto connected = co_await Connect(/*allow_pooled=*/false);
+  if (!connected) co_return Fail(connected.error());
+  auto sent = co_await Write(request, {});
+  if (!sent) co_return Fail(sent.error());
+  co_return up_.get();
+}
+
+void AgentConnector::Recycle() {
+  if (!up_ || pool_ == nullptr || aborted_) return;
+  auto& up = *up_;
+  if (!up.parser.is_done() || !up.parser.keep_alive() || up.buffer.size() != 0) return;
+  boost::system::error_code ec;
+  up.stream.expires_never();
+  int fd = up.stream.socket().release(ec);
+  if (!ec && fd >= 0) pool_->Put(pool_key_, fd);
+  up_.reset();
+}
+
+void AgentConnector::Abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  if (!up_) return;
+  // shutdown() rather than close(): pending operations end (reads see EOF, writes fail) and
+  // complete normally, and the agent sees the connection end now, not when the socket object
+  // goes. cancel() covers a connect still in progress.
+  boost::system::error_code ignored;
+  up_->stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  up_->stream.socket().cancel(ignored);
+}
+
+}  // namespace berth::agent_client

@@ -1,0 +1,160 @@
+#include "controller/agent_client/response_relay.h"
+
+#include <algorithm>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "common/net/pump.h"
+
+namespace berth::agent_client {
+
+namespace beast = http::beast;
+namespace bhttp = http::bhttp;
+namespace {
+
+namespace asio = http::asio;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+// One read from the agent, one write to the client.
+constexpr size_t kChunk = 64 * 1024;
+
+bool Dropped(bhttp::field field, std::string_view name) {
+  switch (field) {
+    case bhttp::field::connection:
+    case bhttp::field::keep_alive:
+    case bhttp::field::proxy_authenticate:
+    case bhttp::field::proxy_authorization:
+    case bhttp::field::proxy_connection:
+    case bhttp::field::te:
+    case bhttp::field::trailer:
+    case bhttp::field::transfer_encoding:
+    case bhttp::field::upgrade:
+    case bhttp::field::content_length:
+    case bhttp::field::content_type:
+    case bhttp::field::set_cookie:
+      return true;
+    default:
+      return beast::iequals(name, "set-cookie2");
+  }
+}
+
+// A body write of the kind the answer was begun with. One coroutine per kind keeps each
+// co_await on its own statement (no ?: around co_await: g++ 12 destroys the result twice).
+http::Task<Status> WriteBody(http::Exchange& ex, bool fixed, std::string_view data) {
+  if (fixed) co_return co_await ex.WriteRaw(data);
+  co_return co_await ex.WriteChunk(data);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> RelayedHeaders(
+    const bhttp::response_header<>& header) {
+  std::vector<std::string> named;  // fields the agent's Connection names are hop-by-hop too
+  for (const auto& f : header) {
+    if (f.name() != bhttp::field::connection) continue;
+    for (auto token : bhttp::token_list(f.value())) named.emplace_back(token);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : header) {
+    if (Dropped(f.name(), f.name_string())) continue;
+    bool hop = std::any_of(named.begin(), named.end(),
+                           [&](const std::string& n) {
+                             return beast::iequals(n, f.name_string());
+                           });
+    if (hop) continue;
+    out.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  }
+  return out;
+}
+
+http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOptions& options) {
+  auto& parser = up.parser;
+  const auto& head = parser.get();
+  const auto status = head.result();
+  if (status == bhttp::status::switching_protocols) {
+    co_return Fail(ErrorCode::kInternal, "a 101 goes through RelayUpgrade");
+  }
+  auto headers = RelayedHeaders(head.base());
+  std::string content_type(head[bhttp::field::content_type]);
+  const bool fixed = parser.content_length().has_value();
+  const bool no_body = parser.is_done() || (fixed && *parser.content_length() == 0) ||
+                       status == bhttp::status::no_content ||
+                       status == bhttp::status::not_modified;
+  if (no_body) {
+    bhttp::response<bhttp::string_body> res{status, 11};
+    for (const auto& [k, v] : headers) res.set(k, v);
+    if (!content_type.empty()) res.set(bhttp::field::content_type, content_type);
+    if (status != bhttp::status::no_content && status != bhttp::status::not_modified) {
+      res.content_length(0);
+    }
+    auto sent = co_await ex.Send(std::move(res));
+    if (!sent) co_return sent;
+    if (!parser.is_done()) co_return Fail(ErrorCode::kUnavailable, "answer not read to its end");
+    co_return Status{};
+  }
+
+  if (content_type.empty()) content_type = "application/octet-stream";
+  if (fixed) {
+    auto begun = co_await ex.BeginFixed(status, content_type, *parser.content_length(), headers);
+    if (!begun) co_return begun;
+  } else {
+    auto begun = co_await ex.BeginChunked(status, content_type, headers);
+    if (!begun) co_return begun;
+  }
+  std::vector<char> chunk(kChunk);
+  // Beast reads at most the flat buffer's free room per syscall (a few hundred bytes after a
+  // header): room for 64 KiB reads makes large downloads ~15x faster.
+  up.buffer.reserve(up.buffer.size() + kChunk);
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    up.stream.expires_after(options.io_timeout);
+    // read_some: relay what arrived at once (NDJSON streams must not wait for a full buffer).
+    auto [ec, n] = co_await bhttp::async_read_some(up.stream, up.buffer, parser, kTuple);
+    if (ec == bhttp::error::need_buffer) ec = {};
+    size_t got = chunk.size() - parser.get().body().size;
+    if (got > 0) {
+      auto wrote = co_await WriteBody(ex, fixed, std::string_view(chunk.data(), got));
+      if (!wrote) co_return wrote;
+    }
+    if (ec) {
+      // The agent broke off mid-answer (or the client went and Abort() cut it): the only
+      // honest signal left is to drop the client's connection, which SendError does.
+      Error error(ErrorCode::kUnavailable,
+                  fmt::format("the workspace's agent broke off its answer: {}", ec.message()));
+      auto dropped = co_await ex.SendError(error);
+      co_return dropped;
+    }
+  }
+  if (!fixed) {
+    auto ended = co_await ex.EndChunked();
+    if (!ended) co_return ended;
+  }
+  co_return Status{};
+}
+
+http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up) {
+  const auto& head = up.parser.get();
+  std::string to_client =
+      fmt::format("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: {}\r\n",
+                  std::string_view(head[bhttp::field::upgrade]));
+  for (const auto& [k, v] : RelayedHeaders(head.base())) {
+    to_client += fmt::format("{}: {}\r\n", k, v);
+  }
+  to_client += "\r\n";
+  // What the agent sent right behind its 101 (a WebSocket frame, tunnel bytes) follows it.
+  auto buffered = up.buffer.data();
+  to_client.append(static_cast<const char*>(buffered.data()), buffered.size());
+  up.buffer.consume(up.buffer.size());
+  std::string to_agent = ex.TakeOver();
+  ex.stream().expires_never();
+  up.stream.expires_never();
+  net::PumpOptions pump;
+  pump.a_initial = to_agent;   // a: the client
+  pump.b_initial = to_client;  // b: the agent
+  auto stats = co_await net::Pump(ex.stream().socket(), up.stream.socket(), pump);
+  (void)stats;  // nothing to report per pipe; the stream guard records the session itself
+}
+
+}  // namespace berth::agent_client
