@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/v1/admin.h"
+
 namespace berth::api {
 
 using http::bhttp::status;
@@ -38,7 +40,10 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
                      Authenticator& auth, ApiOptions options)
     : options_(std::move(options)), ctx_{pool, store, service, auth, options_, agent_connections_} {
   router_.Add(verb::get, "/v1/health", [](http::Exchange& ex) -> http::Task<void> {
-    nlohmann::json body = {{"status", "ok"}, {"version", BERTH_VERSION}};
+    v1::Health health;
+    health.status = "ok";
+    health.version = BERTH_VERSION;
+    auto body = v1::ToJson(health);
     co_await ex.SendJson(status::ok, body);
   });
   AddAdminRoutes(router_, ctx_);
