@@ -4,12 +4,14 @@
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
-#include "common/http/url.h"
+#include "common/v1/time.h"
 
 namespace berth::cli {
 namespace {
 
-using boost::beast::http::verb;
+constexpr std::chrono::seconds kCallTimeout{120};
+
+Deadline CallDeadline() { return DeadlineIn(kCallTimeout); }
 
 struct KeyOptions {
   std::string tenant;
@@ -18,50 +20,67 @@ struct KeyOptions {
   std::vector<std::string> ids;
 };
 
+std::string TimeOrDash(const std::optional<int64_t>& t) {
+  return t ? v1::FormatTime(*t) : std::string("-");
+}
+
+std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
+
 Result<int> ListKeys(Context& ctx, const KeyOptions& o) {
-  std::string query = o.tenant.empty() ? "" : "?tenant=" + http::PercentEncode(o.tenant, false);
-  auto json = ctx.Call(verb::get, ctx.Route("/v1/keys" + query));
-  if (!json) return Fail(json.error());
-  nlohmann::json keys = json->value("keys", nlohmann::json::array());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto keys = berth->ListKeys(o.tenant, CallDeadline());
+  if (!keys) return Fail(keys.error());
   if (ctx.json()) {
-    ctx.PrintJson(keys);
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& key : *keys) out.push_back(v1::ToJson(key));
+    ctx.PrintJson(out);
     return kExitOk;
   }
   Table table({"ID", "PREFIX", "SCOPE", "TENANT", "NAME", "CREATED", "LAST USED", "REVOKED"});
-  for (const auto& key : keys) {
-    auto age = [&](const char* field) {
-      std::string value = Cell(key, field);
-      return value == "-" ? value : FormatAge(value, ctx.now()) + " ago";
-    };
-    table.AddRow({Cell(key, "id"), Cell(key, "prefix"), Cell(key, "scope"), Cell(key, "tenant"),
-                  Cell(key, "name"), age("created_at"), age("last_used_at"), age("revoked_at")});
+  auto age = [&](const std::optional<int64_t>& t) {
+    return t ? FormatAge(*t, ctx.now()) + " ago" : std::string("-");
+  };
+  for (const auto& key : *keys) {
+    table.AddRow({OrDash(key.id), OrDash(key.prefix), std::string(v1::ScopeName(key.scope)),
+                  OrDash(key.tenant), OrDash(key.name), age(key.created_at),
+                  age(key.last_used_at), age(key.revoked_at)});
   }
   ctx.out() << table.Render();
   return kExitOk;
 }
 
 Result<int> CreateKey(Context& ctx, const KeyOptions& o) {
-  nlohmann::json body = {{"tenant", o.tenant}, {"scope", o.scope}};
-  if (!o.name.empty()) body["name"] = o.name;
-  auto key = ctx.Call(verb::post, ctx.Route("/v1/keys"), body);
+  v1::CreateKey request;
+  if (!o.tenant.empty()) request.tenant = o.tenant;
+  auto scope = v1::ScopeFromName(o.scope);
+  if (!scope) return Fail(ErrorCode::kInvalidArgument, "--scope is read, write or admin");
+  request.scope = *scope;
+  if (!o.name.empty()) request.name = o.name;
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto key = berth->CreateKey(request, CallDeadline());
   if (!key) return Fail(key.error());
   if (ctx.json()) {
-    ctx.PrintJson(*key);
+    ctx.PrintJson(v1::ToJson(*key));
     return kExitOk;
   }
   // The key alone on stdout, for KEY=$(berth keys create …); the rest for people on stderr.
-  ctx.out() << key->value("key", "") << "\n";
+  ctx.out() << key->secret << "\n";
   ctx.out().flush();
   ctx.err() << fmt::format("created key {} (scope {}, tenant {}): store it now, it is not shown "
                            "again\n",
-                           Cell(*key, "id"), Cell(*key, "scope"), Cell(*key, "tenant"));
+                           OrDash(key->record.id), v1::ScopeName(key->record.scope),
+                           OrDash(key->record.tenant));
   return kExitOk;
 }
 
 Result<int> RevokeKeys(Context& ctx, const KeyOptions& o) {
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
   int code = kExitOk;
   for (const auto& id : o.ids) {
-    auto done = ctx.Call(verb::delete_, ctx.Route("/v1/keys/" + http::PercentEncode(id, false)));
+    auto done = berth->RevokeKey(id, CallDeadline());
     if (!done) {
       code = ctx.Report(Error{done.error().code, fmt::format("{}: {}", id, done.error().message)});
       continue;
@@ -72,28 +91,33 @@ Result<int> RevokeKeys(Context& ctx, const KeyOptions& o) {
 }
 
 Result<int> ListTenants(Context& ctx) {
-  auto json = ctx.Call(verb::get, ctx.Route("/v1/tenants"));
-  if (!json) return Fail(json.error());
-  nlohmann::json tenants = json->value("tenants", nlohmann::json::array());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto tenants = berth->ListTenants(CallDeadline());
+  if (!tenants) return Fail(tenants.error());
   if (ctx.json()) {
-    ctx.PrintJson(tenants);
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : *tenants) out.push_back(v1::ToJson(t));
+    ctx.PrintJson(out);
     return kExitOk;
   }
   Table table({"ID", "NAME", "CREATED"});
-  for (const auto& t : tenants) {
-    table.AddRow({Cell(t, "id"), Cell(t, "name"), Cell(t, "created_at")});
+  for (const auto& t : *tenants) {
+    table.AddRow({OrDash(t.id), OrDash(t.name), TimeOrDash(t.created_at)});
   }
   ctx.out() << table.Render();
   return kExitOk;
 }
 
 Result<int> CreateTenant(Context& ctx, const std::string& name) {
-  auto tenant = ctx.Call(verb::post, ctx.Route("/v1/tenants"), nlohmann::json{{"name", name}});
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto tenant = berth->CreateTenant(name, CallDeadline());
   if (!tenant) return Fail(tenant.error());
   if (ctx.json()) {
-    ctx.PrintJson(*tenant);
+    ctx.PrintJson(v1::ToJson(*tenant));
   } else {
-    ctx.out() << fmt::format("{} ({}): created\n", Cell(*tenant, "name"), Cell(*tenant, "id"));
+    ctx.out() << fmt::format("{} ({}): created\n", OrDash(tenant->name), OrDash(tenant->id));
   }
   return kExitOk;
 }

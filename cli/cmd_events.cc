@@ -4,12 +4,12 @@
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
-#include "common/http/url.h"
+#include "common/v1/time.h"
 
 namespace berth::cli {
 namespace {
 
-using boost::beast::http::verb;
+constexpr std::chrono::seconds kCallTimeout{120};
 
 struct EventOptions {
   std::string workspace;
@@ -18,53 +18,46 @@ struct EventOptions {
   std::optional<int> limit;
 };
 
-std::string EventLine(const nlohmann::json& event) {
-  std::string message = Cell(event, "message");
-  std::string line = fmt::format("{:<20}  {:<18}  {}", Cell(event, "at"), Cell(event, "type"),
-                                 message == "-" ? "" : message);
+std::string EventLine(const v1::Event& event) {
+  std::string line =
+      fmt::format("{:<20}  {:<18}  {}", v1::FormatTime(event.at), event.type, event.message);
   while (!line.empty() && line.back() == ' ') line.pop_back();
   return line + "\n";
 }
 
 Result<int> Events(Context& ctx, const EventOptions& o) {
-  std::string query = o.follow ? "?follow=1" : "?";
-  auto add = [&](std::string_view key, int64_t value) {
-    if (query.size() > 1) query += "&";
-    query += fmt::format("{}={}", key, value);
-  };
-  if (o.after) add("after", *o.after);
-  if (o.limit) add("limit", *o.limit);
-  if (query == "?") query.clear();
-  std::string route = ctx.WorkspaceRoute(o.workspace, "/events" + query);
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  int64_t after = o.after.value_or(0);
   if (!o.follow) {
-    auto json = ctx.Call(verb::get, route);
-    if (!json) return Fail(json.error());
-    nlohmann::json events = json->value("events", nlohmann::json::array());
+    // berthd's default page, as before a --limit is given.
+    auto events = berth->ListEvents(o.workspace, after, o.limit.value_or(100),
+                                    DeadlineIn(kCallTimeout));
+    if (!events) return Fail(events.error());
     if (ctx.json()) {
-      ctx.PrintJson(events);
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& e : *events) out.push_back(v1::ToJson(e));
+      ctx.PrintJson(out);
       return kExitOk;
     }
-    for (const auto& event : events) ctx.out() << EventLine(event);
+    for (const auto& event : *events) ctx.out() << EventLine(event);
     return kExitOk;
   }
-  auto client = ctx.Client();
-  if (!client) return Fail(client.error());
-  client::NdjsonSplitter splitter([&](const nlohmann::json& event) -> Status {
-    if (!event.is_object() || (event.contains("type") && event["type"] == "keepalive")) return {};
-    if (ctx.json()) {
-      ctx.out() << event.dump() << "\n";
-    } else {
-      ctx.out() << EventLine(event);
-    }
-    ctx.out().flush();
-    if (!ctx.out()) return Fail(ErrorCode::kUnavailable, "stdout is closed");
-    return {};
-  });
   // Runs until berthd ends the stream or the user interrupts.
-  auto status = client->Stream(verb::get, route, {{"Accept", "application/x-ndjson"}}, nullptr, 0,
-                               [&](std::string_view data) { return splitter.Feed(data); });
+  auto status = berth->FollowEvents(
+      o.workspace, after,
+      [&](const v1::Event& event) -> Status {
+        if (ctx.json()) {
+          ctx.out() << v1::ToJson(event).dump() << "\n";
+        } else {
+          ctx.out() << EventLine(event);
+        }
+        ctx.out().flush();
+        if (!ctx.out()) return Fail(ErrorCode::kUnavailable, "stdout is closed");
+        return {};
+      },
+      kNoDeadline);
   if (!status) return Fail(status.error());
-  if (auto last = splitter.Finish(); !last) return Fail(last.error());
   return kExitOk;
 }
 
@@ -74,31 +67,27 @@ struct UsageOptions {
 };
 
 Result<int> Usage(Context& ctx, const UsageOptions& o) {
-  std::string query;
-  if (!o.from.empty()) query += "from=" + http::PercentEncode(o.from, false);
-  if (!o.to.empty()) {
-    query += (query.empty() ? "" : "&") + ("to=" + http::PercentEncode(o.to, false));
-  }
-  auto json = ctx.Call(verb::get, ctx.Route("/v1/usage" + (query.empty() ? "" : "?" + query)));
-  if (!json) return Fail(json.error());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto usage = berth->GetUsage(o.from, o.to, DeadlineIn(kCallTimeout));
+  if (!usage) return Fail(usage.error());
   if (ctx.json()) {
-    ctx.PrintJson(*json);
+    ctx.PrintJson(v1::ToJson(*usage));
     return kExitOk;
   }
-  auto seconds = [](const nlohmann::json& row, const char* key) -> int64_t {
-    auto it = row.find(key);
-    return it != row.end() && it->is_number() ? it->get<int64_t>() : 0;
+  auto hours = [](int64_t seconds) {
+    return fmt::format("{:.2f}", static_cast<double>(seconds) / 3600);
   };
-  ctx.out() << fmt::format("From {} to {}\n\n", Cell(*json, "from"), Cell(*json, "to"));
+  ctx.out() << fmt::format("From {} to {}\n\n", v1::FormatTime(usage->from),
+                           v1::FormatTime(usage->to));
   Table table({"NAME", "WORKSPACE", "SIZE", "RUNNING", "VCPU-HOURS"});
-  for (const auto& row : json->value("workspaces", nlohmann::json::array())) {
-    table.AddRow({Cell(row, "name"), Cell(row, "workspace"), Cell(row, "size"),
-                  FormatDuration(seconds(row, "seconds")),
-                  fmt::format("{:.2f}", static_cast<double>(seconds(row, "vcpu_seconds")) / 3600)});
+  for (const auto& row : usage->workspaces) {
+    table.AddRow({row.name.value_or("-"), row.workspace.empty() ? "-" : row.workspace,
+                  row.size.value_or("-"), FormatDuration(std::chrono::seconds(row.seconds)),
+                  hours(row.vcpu_seconds)});
   }
-  nlohmann::json total = json->value("total", nlohmann::json::object());
-  table.AddRow({"TOTAL", "", "", FormatDuration(seconds(total, "seconds")),
-                fmt::format("{:.2f}", static_cast<double>(seconds(total, "vcpu_seconds")) / 3600)});
+  table.AddRow({"TOTAL", "", "", FormatDuration(std::chrono::seconds(usage->total_seconds)),
+                hours(usage->total_vcpu_seconds)});
   ctx.out() << table.Render();
   return kExitOk;
 }

@@ -9,7 +9,6 @@
 #include "cli/output.h"
 #include "cli/session.h"
 #include "cli/terminal.h"
-#include "cli/workspace_api.h"
 
 namespace berth::cli {
 namespace {
@@ -62,14 +61,11 @@ Result<int> RunRemote(Context& ctx, const ExecOptions& o, bool pty) {
   if (!o.timeout.empty()) {
     auto seconds = ParseDuration(o.timeout);
     if (!seconds) return Fail(seconds.error());
-    session_options.timeout = std::chrono::seconds(*seconds);
+    session_options.timeout = *seconds;
   }
-  auto ws = EnsureRunning(ctx, o.workspace);
-  if (!ws) return Fail(ws.error());
-  std::string id = ws->value("id", o.workspace);
-  auto client = ctx.Client();
-  if (!client) return Fail(client.error());
-  auto session = OpenExecSession(*client, ctx.WorkspaceRoute(id), *start);
+  auto agent = ctx.Connect(o.workspace);
+  if (!agent) return Fail(agent.error());
+  auto session = OpenExecSession(agent->client, agent->scope, *start);
   if (!session) return Fail(session.error());
   std::unique_ptr<RawTerminal> raw;
   if (pty) {

@@ -13,7 +13,6 @@
 #include "cli/progress.h"
 #include "cli/remote_path.h"
 #include "cli/terminal.h"
-#include "cli/workspace_api.h"
 #include "common/client/files.h"
 
 namespace berth::cli {
@@ -35,11 +34,9 @@ struct Remote {
 };
 
 Result<Remote> Connect(Context& ctx, const std::string& workspace) {
-  auto ws = EnsureRunning(ctx, workspace);
-  if (!ws) return Fail(ws.error());
-  auto client = ctx.Client();
-  if (!client) return Fail(client.error());
-  return Remote{std::move(*client), ctx.WorkspaceRoute(ws->value("id", workspace))};
+  auto agent = ctx.Connect(workspace);
+  if (!agent) return Fail(agent.error());
+  return Remote{std::move(agent->client), std::move(agent->scope)};
 }
 
 // "dir/." → "dir": the remote side normalises paths itself, but names are taken from here.

@@ -10,13 +10,19 @@
 namespace berth::cli {
 namespace {
 
-using boost::beast::http::verb;
+// Checking a key is one quick call.
+constexpr std::chrono::seconds kCallTimeout{60};
 
-std::string Identity(const nlohmann::json& me) {
-  nlohmann::json tenant = me.value("tenant", nlohmann::json::object());
-  nlohmann::json key = me.value("key", nlohmann::json::object());
-  return fmt::format("tenant {} ({}), key {}… (scope {})", Cell(tenant, "name"),
-                     Cell(tenant, "id"), Cell(key, "prefix"), Cell(key, "scope"));
+std::string Identity(const v1::Me& me) {
+  auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  return fmt::format("tenant {} ({}), key {}… (scope {})", dash(me.tenant_name), dash(me.tenant_id),
+                     dash(me.key_prefix), v1::ScopeName(me.scope));
+}
+
+Result<v1::Me> WhoIs(Context& ctx) {
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  return berth->Me(DeadlineIn(kCallTimeout));
 }
 
 Result<int> Login(Context& ctx) {
@@ -37,14 +43,14 @@ Result<int> Login(Context& ctx) {
   }
   if (key.empty()) return Fail(ErrorCode::kInvalidArgument, "an empty API key");
   ctx.UseServer(url->text, config->url_source, key, key_source);
-  auto me = ctx.Call(verb::get, ctx.Route("/v1/me"));
+  auto me = WhoIs(ctx);
   if (!me) return Fail(me.error());
   std::string path = ctx.ConfigPath();
   if (auto saved = SaveConfigFile(path, ConfigFile{url->text, key}); !saved) {
     return Fail(saved.error());
   }
   if (ctx.json()) {
-    ctx.PrintJson(*me);
+    ctx.PrintJson(v1::ToJson(*me));
   } else {
     ctx.out() << fmt::format("logged in to {} as {}; saved to {}\n", url->text, Identity(*me),
                              path);
@@ -60,10 +66,10 @@ Result<int> Logout(Context& ctx) {
 }
 
 Result<int> WhoAmI(Context& ctx) {
-  auto me = ctx.Call(verb::get, ctx.Route("/v1/me"));
+  auto me = WhoIs(ctx);
   if (!me) return Fail(me.error());
   if (ctx.json()) {
-    ctx.PrintJson(*me);
+    ctx.PrintJson(v1::ToJson(*me));
   } else {
     auto config = ctx.Config();
     ctx.out() << fmt::format("{} at {}\n", Identity(*me), config ? config->url : "?");

@@ -8,7 +8,6 @@
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
-#include "cli/workspace_api.h"
 #include "common/client/ports.h"
 #include "common/client/tunnel.h"
 
@@ -17,17 +16,19 @@ namespace {
 
 Result<int> ListPorts(Context& ctx, const std::string& workspace) {
   // Listing ports does not wake a stopped workspace: nothing listens in it.
-  auto ws = GetWorkspace(ctx, workspace);
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto deadline = DeadlineIn(std::chrono::seconds(120));
+  auto ws = berth->GetWorkspace(workspace, deadline);
   if (!ws) return Fail(ws.error());
   std::vector<protocol::PortInfo> ports;
-  if (ws->value("state", "") == "running") {
-    auto client = ctx.Client();
-    if (!client) return Fail(client.error());
-    auto listed = client::ListPorts(*client, ctx.WorkspaceRoute(ws->value("id", workspace)));
+  if (ws->state == v1::State::kRunning) {
+    auto agent = berth->Agent(ws->id, deadline);
+    auto listed = client::ListPorts(agent.client, agent.scope);
     if (!listed) return Fail(listed.error());
     ports = std::move(*listed);
   } else if (!ctx.json()) {
-    ctx.Note(fmt::format("{} is {}: nothing listens in it", workspace, ws->value("state", "?")));
+    ctx.Note(fmt::format("{} is {}: nothing listens in it", workspace, v1::StateName(ws->state)));
   }
   if (ctx.json()) {
     nlohmann::json out = nlohmann::json::array();
@@ -80,10 +81,8 @@ Result<std::pair<uint16_t, uint16_t>> ParsePortPair(const std::string& text) {
 Result<int> Forward(Context& ctx, const ForwardOptions& o) {
   auto ports = ParsePortPair(o.ports);
   if (!ports) return Fail(ports.error());
-  auto ws = EnsureRunning(ctx, o.workspace);
-  if (!ws) return Fail(ws.error());
-  auto client = ctx.Client();
-  if (!client) return Fail(client.error());
+  auto agent = ctx.Connect(o.workspace);
+  if (!agent) return Fail(agent.error());
   // Blocked before the forwarder's threads start, so that only sigwait below sees them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -94,8 +93,8 @@ Result<int> Forward(Context& ctx, const ForwardOptions& o) {
   tunnel::PortForwarder::Options options;
   options.listen_host = o.address;
   options.listen_port = ports->first;
-  auto forwarder = tunnel::PortForwarder::Start(
-      std::move(*client), ctx.WorkspaceRoute(ws->value("id", o.workspace)), ports->second, options);
+  auto forwarder = tunnel::PortForwarder::Start(std::move(agent->client), std::move(agent->scope),
+                                                ports->second, options);
   if (!forwarder) return Fail(forwarder.error());
   ctx.out() << fmt::format("forwarding {}:{} -> {}:{} (Ctrl-C to stop)\n", o.address,
                            (*forwarder)->local_port(), o.workspace, ports->second)

@@ -1,18 +1,18 @@
 // Workspace lifecycle: create, ls, get, start, stop, hibernate, restart, rm.
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 #include "cli/terminal.h"
-#include "cli/workspace_api.h"
 
 namespace berth::cli {
 namespace {
 
-using boost::beast::http::verb;
+// One call to berthd that is not a wait: generous for a berthd on a loaded host.
+constexpr std::chrono::seconds kCallTimeout{120};
+
+Deadline CallDeadline() { return DeadlineIn(kCallTimeout); }
 
 struct CreateOptions {
   std::string name;
@@ -32,109 +32,147 @@ struct CreateOptions {
   std::string wait_timeout = "5m";
 };
 
+Result<v1::StringMap> KeyValues(const std::vector<std::string>& items, std::string_view flag) {
+  v1::StringMap out;
+  for (const auto& item : items) {
+    auto kv = SplitKeyValue(item, flag);
+    if (!kv) return Fail(kv.error());
+    out[kv->first] = kv->second;
+  }
+  return out;
+}
+
 // The body of POST /v1/workspaces from the flags.
-Result<nlohmann::json> CreateBody(const CreateOptions& o) {
-  nlohmann::json body = {{"name", o.name}};
-  if (!o.image.empty()) body["image"] = o.image;
-  if (!o.size.empty()) body["size"] = o.size;
-  if (o.cpus) body["cpus"] = *o.cpus;
-  if (o.memory_mib) body["memory_mib"] = *o.memory_mib;
-  if (o.disk_gib) body["disk_gib"] = *o.disk_gib;
+Result<v1::CreateWorkspace> CreateRequest(const CreateOptions& o) {
+  v1::CreateWorkspace request;
+  request.name = o.name;
+  if (!o.image.empty()) request.image = o.image;
+  if (!o.size.empty()) request.size = o.size;
+  request.cpus = o.cpus;
+  request.memory_mib = o.memory_mib;
+  request.disk_gib = o.disk_gib;
   if (!o.idle_timeout.empty()) {
     auto seconds = ParseDuration(o.idle_timeout);
     if (!seconds) return Fail(seconds.error());
-    body["idle_timeout"] = *seconds;
+    request.idle_timeout = seconds->count();
   }
-  if (!o.idle_action.empty()) body["idle_action"] = o.idle_action;
+  if (!o.idle_action.empty()) request.idle_action = v1::IdleActionFromName(o.idle_action);
   if (!o.max_runtime.empty()) {
     auto seconds = ParseDuration(o.max_runtime);
     if (!seconds) return Fail(seconds.error());
-    body["max_runtime"] = *seconds;
+    request.max_runtime = seconds->count();
   }
-  if (o.no_auto_start) body["auto_start"] = false;
-  auto map = [](const std::vector<std::string>& items,
-                std::string_view flag) -> Result<nlohmann::json> {
-    nlohmann::json out = nlohmann::json::object();
-    for (const auto& item : items) {
-      auto kv = SplitKeyValue(item, flag);
-      if (!kv) return Fail(kv.error());
-      out[kv->first] = kv->second;
-    }
-    return out;
-  };
+  if (o.no_auto_start) request.auto_start = false;
   if (!o.env.empty()) {
-    auto env = map(o.env, "--env");
+    auto env = KeyValues(o.env, "--env");
     if (!env) return Fail(env.error());
-    body["env"] = *env;
+    request.env = std::move(*env);
   }
   if (!o.labels.empty()) {
-    auto labels = map(o.labels, "--label");
+    auto labels = KeyValues(o.labels, "--label");
     if (!labels) return Fail(labels.error());
-    body["labels"] = *labels;
+    request.labels = std::move(*labels);
   }
-  return body;
+  return request;
 }
 
-Result<int64_t> WaitSeconds(const std::string& text) {
+Result<std::chrono::seconds> WaitTimeout(const std::string& text) {
   auto seconds = ParseDuration(text);
   if (!seconds) return Fail(seconds.error());
-  if (*seconds <= 0) return Fail(ErrorCode::kInvalidArgument, "--wait-timeout must be positive");
+  if (seconds->count() <= 0) {
+    return Fail(ErrorCode::kInvalidArgument, "--wait-timeout must be positive");
+  }
   return *seconds;
 }
 
+// berthd's deadline_exceeded, said as `--wait` means it.
+Error WaitError(const Error& error, std::string_view ws, v1::State state,
+                std::chrono::seconds timeout) {
+  if (error.code != ErrorCode::kDeadlineExceeded) return error;
+  return Error{ErrorCode::kDeadlineExceeded,
+               fmt::format("{} did not become {} within {}s: {}", ws, v1::StateName(state),
+                           timeout.count(), error.message)};
+}
+
 Result<int> Create(Context& ctx, const CreateOptions& o) {
-  auto body = CreateBody(o);
-  if (!body) return Fail(body.error());
-  auto wait_seconds = WaitSeconds(o.wait_timeout);
-  if (!wait_seconds) return Fail(wait_seconds.error());
-  auto client = ctx.Client();
-  if (!client) return Fail(client.error());
-  client::Headers headers;
-  if (!o.idempotency_key.empty()) headers.emplace_back("Idempotency-Key", o.idempotency_key);
-  auto ws = client->Json(verb::post, ctx.Route("/v1/workspaces"), *body, headers);
+  auto request = CreateRequest(o);
+  if (!request) return Fail(request.error());
+  auto wait_timeout = WaitTimeout(o.wait_timeout);
+  if (!wait_timeout) return Fail(wait_timeout.error());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto ws = berth->CreateWorkspace(*request, CallDeadline(), o.idempotency_key);
   if (!ws) return Fail(ws.error());
   if (o.wait) {
     if (!ctx.json()) ctx.Note(fmt::format("created {}; waiting for it to boot…", StateLine(*ws)));
-    auto id = ws->value("id", o.name);
-    auto running = WaitForState(ctx, id, "running", *wait_seconds);
-    if (!running) return Fail(running.error());
+    auto running = berth->Wait(ws->id, v1::State::kRunning, DeadlineIn(*wait_timeout));
+    if (!running) {
+      return Fail(WaitError(running.error(), ws->id, v1::State::kRunning, *wait_timeout));
+    }
     ws = std::move(running);
   }
   if (ctx.json()) {
-    ctx.PrintJson(*ws);
+    ctx.PrintJson(v1::ToJson(*ws));
   } else {
     ctx.out() << StateLine(*ws) << "\n";
   }
   return kExitOk;
 }
 
-Result<int> List(Context& ctx, const ListFilter& filter) {
-  auto all = ListWorkspaces(ctx, filter);
+struct ListOptions {
+  std::string state;                // "" for any
+  std::vector<std::string> labels;  // "K=V", all must match
+};
+
+Result<int> List(Context& ctx, const ListOptions& o) {
+  v1::WorkspaceFilter filter;
+  if (!o.state.empty()) {
+    filter.state = v1::StateFromName(o.state);
+    if (!filter.state) {
+      return Fail(ErrorCode::kInvalidArgument, fmt::format("unknown state '{}'", o.state));
+    }
+  }
+  for (const auto& label : o.labels) {
+    auto kv = SplitKeyValue(label, "--label");
+    if (!kv) return Fail(kv.error());
+    filter.labels.push_back(std::move(*kv));
+  }
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  // Every page; each page is one call, the whole walk gets time in proportion.
+  auto all = berth->ListWorkspaces(filter, DeadlineIn(kCallTimeout * 10));
   if (!all) return Fail(all.error());
+  const auto& workspaces = all->workspaces;
   if (ctx.json()) {
-    ctx.PrintJson(nlohmann::json(*all));
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& ws : workspaces) out.push_back(v1::ToJson(ws));
+    ctx.PrintJson(out);
     return kExitOk;
   }
-  if (all->empty()) {
+  if (workspaces.empty()) {
     ctx.err() << "no workspaces\n";
     return kExitOk;
   }
   Table table(WorkspaceHeader());
-  for (const auto& ws : *all) table.AddRow(WorkspaceRow(ws, ctx.now()));
+  for (const auto& ws : workspaces) table.AddRow(WorkspaceRow(ws, ctx.now()));
   ctx.out() << table.Render();
   return kExitOk;
 }
 
 Result<int> Get(Context& ctx, const std::string& ws_arg) {
-  auto ws = GetWorkspace(ctx, ws_arg);
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto ws = berth->GetWorkspace(ws_arg, CallDeadline());
   if (!ws) return Fail(ws.error());
   if (ctx.json()) {
-    ctx.PrintJson(*ws);
+    ctx.PrintJson(v1::ToJson(*ws));
   } else {
     ctx.out() << FormatWorkspace(*ws, ctx.now());
   }
   return kExitOk;
 }
+
+enum class Verb { kStart, kStop, kHibernate, kRestart };
 
 struct ActionOptions {
   std::vector<std::string> workspaces;
@@ -143,24 +181,37 @@ struct ActionOptions {
   bool force = false;  // stop
 };
 
+Result<v1::Workspace> Act(const client::BerthClient& berth, Verb verb, const std::string& ws,
+                          bool force) {
+  switch (verb) {
+    case Verb::kStart: return berth.StartWorkspace(ws, CallDeadline());
+    case Verb::kStop: return berth.StopWorkspace(ws, force, CallDeadline());
+    case Verb::kHibernate: return berth.HibernateWorkspace(ws, CallDeadline());
+    case Verb::kRestart: return berth.RestartWorkspace(ws, CallDeadline());
+  }
+  return Fail(ErrorCode::kInternal, "unknown action");
+}
+
 // start/stop/hibernate/restart on each workspace in turn; the last failure's exit code.
-Result<int> Transition(Context& ctx, const ActionOptions& o, const std::string& action,
-                       const std::string& target_state) {
-  auto wait_seconds = WaitSeconds(o.wait_timeout);
-  if (!wait_seconds) return Fail(wait_seconds.error());
+Result<int> Transition(Context& ctx, const ActionOptions& o, Verb verb, v1::State target) {
+  auto wait_timeout = WaitTimeout(o.wait_timeout);
+  if (!wait_timeout) return Fail(wait_timeout.error());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
   int code = kExitOk;
   nlohmann::json results = nlohmann::json::array();
   for (const auto& name : o.workspaces) {
-    std::optional<nlohmann::json> body;
-    if (action == "stop" && o.force) body = nlohmann::json{{"force", true}};
-    auto ws = ctx.Call(verb::post, ctx.WorkspaceRoute(name, "/" + action), body);
-    if (ws && o.wait) ws = WaitForState(ctx, name, target_state, *wait_seconds);
+    auto ws = Act(*berth, verb, name, o.force);
+    if (ws && o.wait) {
+      ws = berth->Wait(name, target, DeadlineIn(*wait_timeout));
+      if (!ws) ws = Fail(WaitError(ws.error(), name, target, *wait_timeout));
+    }
     if (!ws) {
       code = ctx.Report(Error{ws.error().code, fmt::format("{}: {}", name, ws.error().message)});
       continue;
     }
     if (ctx.json()) {
-      results.push_back(*ws);
+      results.push_back(v1::ToJson(*ws));
     } else {
       ctx.out() << StateLine(*ws) << "\n";
     }
@@ -176,76 +227,64 @@ struct RemoveOptions {
   std::string wait_timeout = "5m";
 };
 
-// Polls until GET answers 404: deletion has no state to wait for with /wait.
-Status WaitGone(Context& ctx, const std::string& id, int64_t timeout_s) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto ws = GetWorkspace(ctx, id);
-    if (!ws && ws.error().code == ErrorCode::kNotFound) return {};
-    if (!ws) return Fail(ws.error());
-    // Anything but "deleting" means the deletion will not happen: no point waiting for it.
-    std::string state = ws->value("state", "");
-    if (state != "deleting") {
-      return Fail(ErrorCode::kFailedPrecondition,
-                  fmt::format("{} is {} again instead of being deleted", id, state));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return Fail(ErrorCode::kDeadlineExceeded,
-              fmt::format("{} was not gone within {}s", id, timeout_s));
-}
-
 Result<int> Remove(Context& ctx, const RemoveOptions& o) {
-  auto wait_seconds = WaitSeconds(o.wait_timeout);
-  if (!wait_seconds) return Fail(wait_seconds.error());
+  auto wait_timeout = WaitTimeout(o.wait_timeout);
+  if (!wait_timeout) return Fail(wait_timeout.error());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
   int code = kExitOk;
   for (const auto& name : o.workspaces) {
-    auto ws = GetWorkspace(ctx, name);
+    auto ws = berth->GetWorkspace(name, CallDeadline());
     if (!ws) {
       code = ctx.Report(Error{ws.error().code, fmt::format("{}: {}", name, ws.error().message)});
       continue;
     }
-    std::string id = ws->value("id", name);
+    const std::string& id = ws->id;
     if (!o.yes) {
       if (!ctx.env().stdin_tty) {
         return Fail(ErrorCode::kInvalidArgument,
                     fmt::format("not deleting {} without confirmation: pass --yes", name));
       }
       std::string question = fmt::format(
-          "Delete workspace {} ({}) and its disks? This cannot be undone.", ws->value("name", name),
-          id);
+          "Delete workspace {} ({}) and its disks? This cannot be undone.", ws->name, id);
       if (!Confirm(*ctx.env().in, ctx.err(), question)) {
         ctx.err() << "kept " << name << "\n";
         code = kExitError;
         continue;
       }
     }
-    auto deleted = ctx.Call(verb::delete_, ctx.WorkspaceRoute(id));
+    auto deleted = berth->DeleteWorkspace(id, CallDeadline());
     Status gone;
-    if (deleted && o.wait) gone = WaitGone(ctx, id, *wait_seconds);
+    if (deleted && o.wait) {
+      gone = berth->WaitDeleted(id, DeadlineIn(*wait_timeout));
+      if (!gone && gone.error().code == ErrorCode::kDeadlineExceeded) {
+        gone = Fail(ErrorCode::kDeadlineExceeded,
+                    fmt::format("{} was not gone within {}s", id, wait_timeout->count()));
+      }
+    }
     if (!deleted || !gone) {
       const Error& e = !deleted ? deleted.error() : gone.error();
       code = ctx.Report(Error{e.code, fmt::format("{}: {}", name, e.message)});
       continue;
     }
     if (ctx.json()) {
-      ctx.PrintJson(*deleted);
+      ctx.PrintJson(v1::ToJson(*deleted));
     } else {
-      ctx.out() << fmt::format("{} ({}): {}\n", ws->value("name", name), id,
-                               o.wait ? "deleted" : deleted->value("state", "deleting"));
+      ctx.out() << fmt::format("{} ({}): {}\n", ws->name, id,
+                               o.wait ? "deleted" : v1::StateName(deleted->state));
     }
   }
   return code;
 }
 
 void AddTransition(Builder& b, const std::string& name, const std::string& description,
-                   const std::string& target_state) {
+                   Verb verb, v1::State target) {
   auto o = std::make_shared<ActionOptions>();
-  auto* cmd = b.Add(name, description, [o, name, target_state](Context& ctx) {
-    return Transition(ctx, *o, name, target_state);
+  auto* cmd = b.Add(name, description, [o, verb, target](Context& ctx) {
+    return Transition(ctx, *o, verb, target);
   });
   cmd->add_option("workspace", o->workspaces, "workspace ids or names")->required();
-  cmd->add_flag("--wait", o->wait, fmt::format("wait until it is {}", target_state));
+  cmd->add_flag("--wait", o->wait, fmt::format("wait until it is {}", v1::StateName(target)));
   cmd->add_option("--wait-timeout", o->wait_timeout, "how long --wait waits")
       ->capture_default_str();
   if (name == "stop") cmd->add_flag("--force", o->force, "power off at once, no ACPI shutdown");
@@ -281,7 +320,7 @@ void AddWorkspaceCommands(Builder& b) {
       ->capture_default_str();
   b.AddJsonFlag(create);
 
-  auto filter = std::make_shared<ListFilter>();
+  auto filter = std::make_shared<ListOptions>();
   auto* ls = b.Add("ls", "list workspaces", [filter](Context& ctx) { return List(ctx, *filter); });
   ls->alias("list");
   ls->add_option("--state", filter->state, "only workspaces in this state");
@@ -294,11 +333,13 @@ void AddWorkspaceCommands(Builder& b) {
   get->add_option("workspace", *ws, "workspace id or name")->required();
   b.AddJsonFlag(get);
 
-  AddTransition(b, "start", "start workspaces (a hibernated one resumes)", "running");
-  AddTransition(b, "stop", "stop workspaces (ACPI power-off; the disk stays)", "stopped");
+  AddTransition(b, "start", "start workspaces (a hibernated one resumes)", Verb::kStart,
+                v1::State::kRunning);
+  AddTransition(b, "stop", "stop workspaces (ACPI power-off; the disk stays)", Verb::kStop,
+                v1::State::kStopped);
   AddTransition(b, "hibernate", "hibernate workspaces (memory and processes saved to disk)",
-                "hibernated");
-  AddTransition(b, "restart", "stop, then start workspaces", "running");
+                Verb::kHibernate, v1::State::kHibernated);
+  AddTransition(b, "restart", "stop, then start workspaces", Verb::kRestart, v1::State::kRunning);
 
   auto r = std::make_shared<RemoveOptions>();
   auto* rm = b.Add("rm", "delete workspaces and their disks (asks first unless --yes)",

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "cli/exit_codes.h"
-#include "common/http/url.h"
 
 namespace berth::cli {
 namespace {
@@ -127,7 +126,7 @@ Result<const ServerUrl*> Context::Server() {
   return &*server_;
 }
 
-Result<client::ApiClient> Context::Client(const client::ClientOptions& options) {
+Result<client::BerthClient> Context::Berth() {
   auto server = Server();
   if (!server) return Fail(server.error());
   Endpoint endpoint;
@@ -141,25 +140,23 @@ Result<client::ApiClient> Context::Client(const client::ClientOptions& options) 
     endpoint.host = *host;
     endpoint.port = (*server)->port;
   }
-  return client::ApiClient(endpoint, config_->api_key, options);
+  return client::BerthClient(endpoint, config_->api_key, (*server)->base_path);
 }
 
-std::string Context::Route(std::string_view path) {
-  auto server = Server();
-  std::string base = server ? (*server)->base_path : std::string();
-  return base + std::string(path);
-}
-
-std::string Context::WorkspaceRoute(std::string_view ws, std::string_view rest) {
-  return Route(fmt::format("/v1/workspaces/{}{}", http::PercentEncode(ws, false), rest));
-}
-
-Result<nlohmann::json> Context::Call(boost::beast::http::verb method, std::string_view route,
-                                     const std::optional<nlohmann::json>& body,
-                                     const client::ClientOptions& options) {
-  auto client = Client(options);
-  if (!client) return Fail(client.error());
-  return client->Json(method, route, body);
+Result<client::WorkspaceAgent> Context::Connect(std::string_view ws, v1::Workspace* running) {
+  auto berth = Berth();
+  if (!berth) return Fail(berth.error());
+  auto note = [this](std::string_view text) { Note(text); };
+  auto got = berth->EnsureRunning(ws, DeadlineIn(kConnectTimeout), note);
+  if (!got && got.error().code == ErrorCode::kFailedPrecondition &&
+      got.error().message.find("auto_start is off") != std::string::npos) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("{} (`berth start {}`)", got.error().message, ws));
+  }
+  if (!got) return Fail(got.error());
+  if (running) *running = *got;
+  // By id: the name could be given to another workspace meanwhile.
+  return berth->Agent(got->id, kNoDeadline);
 }
 
 Error Context::Explain(Error error) {

@@ -14,6 +14,7 @@
 
 #include "cli/config.h"
 #include "common/client/api_client.h"
+#include "common/client/berth_client.h"
 #include "common/error.h"
 
 namespace berth::cli {
@@ -42,6 +43,10 @@ struct GlobalOptions {
   bool quiet = false;       // -q: no progress or notes on stderr
 };
 
+// How long a command waits for a workspace to run before it opens a stream: a shutdown under
+// way, then a cold boot (a minute or two under TCG, more on a loaded host).
+inline constexpr std::chrono::seconds kConnectTimeout{600};
+
 class Context {
  public:
   Context(GlobalOptions options, Environment env);
@@ -65,18 +70,15 @@ class Context {
   // Uses this URL and key from now on (`berth login` checks them before saving).
   void UseServer(std::string url, Source url_source, std::string api_key, Source key_source);
 
-  // A client for berthd. invalid_argument when no URL is configured or it is malformed.
-  Result<client::ApiClient> Client(const client::ClientOptions& options = {});
-  // `path` ("/v1/…") below the URL's base path.
-  std::string Route(std::string_view path);
-  // "/v1/workspaces/{ws}{rest}" with `ws` (an id or a name) percent-encoded: the scope of the
-  // typed calls in common/client for this workspace.
-  std::string WorkspaceRoute(std::string_view ws, std::string_view rest = {});
+  // The typed client for berthd (common/client/berth_client.h) with the configured URL, key
+  // and base path. invalid_argument when no URL is configured or it is malformed.
+  Result<client::BerthClient> Berth();
 
-  // One JSON call to berthd; `route` comes from Route() or WorkspaceRoute().
-  Result<nlohmann::json> Call(boost::beast::http::verb method, std::string_view route,
-                              const std::optional<nlohmann::json>& body = std::nullopt,
-                              const client::ClientOptions& options = {});
+  // Before an exec, a session, a copy or a tunnel: the workspace's agent through berthd, once
+  // the workspace runs (a booting one is waited for, a stopped or hibernated one started, with
+  // a note on stderr; see BerthClient::EnsureRunning). Its calls have no deadline of their own:
+  // they last as long as the command does. `running`, when given, gets the workspace.
+  Result<client::WorkspaceAgent> Connect(std::string_view ws, v1::Workspace* running = nullptr);
 
   // The error with a hint for people: cannot reach berthd (which URL, from where), a refused
   // API key (where it came from), no key at all. Other errors pass unchanged.

@@ -1,9 +1,8 @@
 #include "cli/output.h"
 
-#include <charconv>
-#include <ctime>
-
 #include <fmt/format.h>
+
+#include "common/v1/time.h"
 
 namespace berth::cli {
 namespace {
@@ -14,11 +13,6 @@ size_t DisplayWidth(std::string_view text) {
     if ((c & 0xC0) != 0x80) ++n;  // count lead bytes only
   }
   return n;
-}
-
-bool ParseDigits(std::string_view text, int& out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
 }
 
 }  // namespace
@@ -50,40 +44,21 @@ std::string Table::Render() const {
 }
 
 std::optional<std::chrono::system_clock::time_point> ParseIsoTime(std::string_view text) {
-  // YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)
-  if (text.size() < 20 || text[4] != '-' || text[7] != '-' ||
-      (text[10] != 'T' && text[10] != ' ') || text[13] != ':' || text[16] != ':') {
-    return std::nullopt;
-  }
-  std::tm tm{};
-  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  if (!ParseDigits(text.substr(0, 4), year) || !ParseDigits(text.substr(5, 2), month) ||
-      !ParseDigits(text.substr(8, 2), day) || !ParseDigits(text.substr(11, 2), hour) ||
-      !ParseDigits(text.substr(14, 2), minute) || !ParseDigits(text.substr(17, 2), second)) {
-    return std::nullopt;
-  }
-  std::string_view rest = text.substr(19);
-  if (!rest.empty() && rest[0] == '.') {
-    size_t i = 1;
-    while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9') ++i;
-    rest.remove_prefix(i);
-  }
-  if (rest != "Z" && rest != "+00:00") return std::nullopt;
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  time_t t = timegm(&tm);
-  if (t == static_cast<time_t>(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(t);
+  auto t = v1::ParseTime(text);
+  if (!t) return std::nullopt;
+  return std::chrono::system_clock::time_point(std::chrono::seconds(*t));
 }
 
 std::string FormatAge(std::string_view iso_time, std::chrono::system_clock::time_point now) {
   auto t = ParseIsoTime(iso_time);
   if (!t) return "-";
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - *t).count();
+  return FormatAge(std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count(),
+                   now);
+}
+
+std::string FormatAge(int64_t unix_seconds, std::chrono::system_clock::time_point now) {
+  auto t = std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds));
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - t).count();
   if (secs < -60) return "-";
   if (secs < 0) secs = 0;
   if (secs < 60) return fmt::format("{}s", secs);
@@ -91,57 +66,6 @@ std::string FormatAge(std::string_view iso_time, std::chrono::system_clock::time
   if (secs < 86400) return fmt::format("{}h", secs / 3600);
   if (secs < 14 * 86400) return fmt::format("{}d", secs / 86400);
   return fmt::format("{}w", secs / (7 * 86400));
-}
-
-std::string FormatDuration(int64_t seconds) {
-  if (seconds < 0) return "-";
-  if (seconds < 60) return fmt::format("{}s", seconds);
-  int64_t d = seconds / 86400, h = seconds % 86400 / 3600, m = seconds % 3600 / 60,
-          s = seconds % 60;
-  std::string out;
-  if (d > 0) out += fmt::format("{}d", d);
-  if (h > 0) out += fmt::format("{}h", h);
-  if (m > 0 && d == 0) out += fmt::format("{}m", m);
-  if (s > 0 && d == 0 && h == 0) out += fmt::format("{}s", s);
-  return out;
-}
-
-Result<int64_t> ParseDuration(std::string_view text) {
-  auto bad = [&] {
-    return Fail(ErrorCode::kInvalidArgument,
-                fmt::format("bad duration '{}' (examples: 90, 90s, 30m, 1h30m, 2d)", text));
-  };
-  if (text.empty()) return bad();
-  int64_t total = 0;
-  std::string_view rest = text;
-  bool any_unit = false;
-  while (!rest.empty()) {
-    size_t i = 0;
-    while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9') ++i;
-    if (i == 0) return bad();
-    int64_t n = 0;
-    auto [end, ec] = std::from_chars(rest.data(), rest.data() + i, n);
-    if (ec != std::errc() || n > 100'000'000) return bad();
-    rest.remove_prefix(i);
-    if (rest.empty()) {
-      if (any_unit) return bad();  // "1h30" is ambiguous
-      total += n;
-      break;
-    }
-    int64_t unit = 0;
-    switch (rest[0]) {
-      case 's': unit = 1; break;
-      case 'm': unit = 60; break;
-      case 'h': unit = 3600; break;
-      case 'd': unit = 86400; break;
-      case 'w': unit = 7 * 86400; break;
-      default: return bad();
-    }
-    rest.remove_prefix(1);
-    any_unit = true;
-    total += n * unit;
-  }
-  return total;
 }
 
 Result<std::pair<std::string, std::string>> SplitKeyValue(std::string_view text,
@@ -181,77 +105,54 @@ std::vector<std::string> WorkspaceHeader() {
   return {"NAME", "ID", "STATE", "SIZE", "IMAGE", "AGE"};
 }
 
-std::vector<std::string> WorkspaceRow(const nlohmann::json& ws,
+std::vector<std::string> WorkspaceRow(const v1::Workspace& ws,
                                       std::chrono::system_clock::time_point now) {
-  std::string created = ws.is_object() ? ws.value("created_at", "") : "";
-  return {Cell(ws, "name"), Cell(ws, "id"),    Cell(ws, "state"),
-          Cell(ws, "size"), Cell(ws, "image"), FormatAge(created, now)};
+  auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  return {or_dash(ws.name),          or_dash(ws.id),    std::string(v1::StateName(ws.state)),
+          ws.size.value_or("-"),     or_dash(ws.image), FormatAge(ws.created_at, now)};
 }
 
-std::string FormatWorkspace(const nlohmann::json& ws, std::chrono::system_clock::time_point now) {
+std::string StateLine(const v1::Workspace& ws) {
+  return fmt::format("{} ({}): {}", ws.name, ws.id, v1::StateName(ws.state));
+}
+
+std::string FormatWorkspace(const v1::Workspace& ws, std::chrono::system_clock::time_point now) {
+  using std::chrono::seconds;
   std::vector<std::pair<std::string, std::string>> lines;
   auto add = [&](std::string label, std::string value) {
     lines.emplace_back(std::move(label), std::move(value));
   };
-  auto number = [&](std::string_view key) -> std::optional<int64_t> {
-    auto it = ws.find(key);
-    if (it == ws.end() || !it->is_number_integer()) return std::nullopt;
-    return it->get<int64_t>();
+  auto time = [&](const std::optional<int64_t>& t) -> std::string {
+    if (!t) return "-";
+    return fmt::format("{} ({} ago)", v1::FormatTime(*t), FormatAge(*t, now));
   };
-  auto time = [&](std::string_view key) {
-    std::string value = Cell(ws, key);
-    if (value == "-") return value;
-    return fmt::format("{} ({} ago)", value, FormatAge(value, now));
-  };
-  add("Name", Cell(ws, "name"));
-  add("ID", Cell(ws, "id"));
-  std::string state = Cell(ws, "state");
-  if (ws.contains("error") && ws["error"].is_string()) {
-    state += " (" + ws["error"].get<std::string>() + ")";
-  }
+  add("Name", ws.name);
+  add("ID", ws.id);
+  std::string state(v1::StateName(ws.state));
+  if (ws.error) state += " (" + *ws.error + ")";
   add("State", state);
-  std::string image = Cell(ws, "image");
-  if (Cell(ws, "image_version") != "-") image += " (" + Cell(ws, "image_version") + ")";
+  std::string image = ws.image.empty() ? "-" : ws.image;
+  if (!ws.image_version.empty()) image += " (" + ws.image_version + ")";
   add("Image", image);
-  std::string size = Cell(ws, "size");
-  auto cpus = number("cpus");
-  auto mem = number("memory_mib");
-  auto disk = number("disk_gib");
-  if (cpus && mem && disk) {
-    size += fmt::format(" ({} vCPU, {} MiB memory, {} GiB disk)", *cpus, *mem, *disk);
-  }
-  add("Size", size);
-  std::string idle = "-";
-  if (auto t = number("idle_timeout")) {
-    idle = fmt::format("{} after {} idle", Cell(ws, "idle_action"), FormatDuration(*t));
-  }
-  add("Idle", idle);
-  auto max_runtime = number("max_runtime");
-  add("Max runtime", max_runtime ? FormatDuration(*max_runtime) : "-");
-  add("Auto start", Cell(ws, "auto_start"));
+  add("Size", fmt::format("{} ({} vCPU, {} MiB memory, {} GiB disk)", ws.size.value_or("-"),
+                          ws.cpus, ws.memory_mib, ws.disk_gib));
+  add("Idle", fmt::format("{} after {} idle", v1::IdleActionName(ws.idle_action),
+                          FormatDuration(seconds(ws.idle_timeout))));
+  add("Max runtime", ws.max_runtime ? FormatDuration(seconds(*ws.max_runtime)) : "-");
+  add("Auto start", ws.auto_start ? "true" : "false");
   std::string labels;
-  if (ws.contains("labels") && ws["labels"].is_object()) {
-    for (const auto& [k, v] : ws["labels"].items()) {
-      if (!labels.empty()) labels += ", ";
-      labels += k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
-    }
+  for (const auto& [k, v] : ws.labels) {
+    if (!labels.empty()) labels += ", ";
+    labels += k + "=" + v;
   }
   add("Labels", labels.empty() ? "-" : labels);
-  add("Created", time("created_at"));
-  add("Started", time("started_at"));
-  add("Last active", time("last_active_at"));
-  if (ws.contains("awake") && ws["awake"].is_object()) {
-    const auto& awake = ws["awake"];
-    std::string reasons;
-    if (awake.contains("reasons") && awake["reasons"].is_array()) {
-      for (const auto& r : awake["reasons"]) {
-        if (!reasons.empty()) reasons += ", ";
-        reasons += r.is_string() ? r.get<std::string>() : r.dump();
-      }
-    }
+  add("Created", time(ws.created_at));
+  add("Started", time(ws.started_at));
+  add("Last active", time(ws.last_active_at));
+  if (ws.awake) {
+    std::string reasons = fmt::format("{}", fmt::join(ws.awake->reasons, ", "));
     add("Awake because", reasons.empty() ? "nothing (the idle timer runs)" : reasons);
-    std::string idle_at = Cell(awake, "idle_at");
-    if (idle_at != "-") add("Idle at", idle_at);
+    if (ws.awake->idle_at) add("Idle at", v1::FormatTime(*ws.awake->idle_at));
   }
   size_t width = 0;
   for (const auto& [label, value] : lines) width = std::max(width, label.size());

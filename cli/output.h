@@ -1,5 +1,6 @@
-// Human output of `berth`: aligned tables, ages, durations and sizes, and the readable form of
-// a workspace. Pure functions; `--json` output is the server's JSON as it came.
+// Human output of `berth`: aligned tables, ages and sizes, and the readable form of a
+// workspace. Pure functions; `--json` output is the v1 wire type's JSON (common/v1/), which is
+// the server's. Durations are common/duration.h's.
 #pragma once
 
 #include <chrono>
@@ -11,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/duration.h"
 #include "common/error.h"
+#include "common/v1/workspace.h"
 
 namespace berth::cli {
 
@@ -35,11 +38,8 @@ std::optional<std::chrono::system_clock::time_point> ParseIsoTime(std::string_vi
 // A compact age such as "45s", "12m", "5h", "3d", "8w"; "-" for a time in the future by more
 // than a minute or a malformed one.
 std::string FormatAge(std::string_view iso_time, std::chrono::system_clock::time_point now);
-
-// Seconds as "45s", "30m", "1h30m", "2d4h".
-std::string FormatDuration(int64_t seconds);
-// "90", "90s", "30m", "1h30m", "2d", "1w" → seconds. invalid_argument otherwise.
-Result<int64_t> ParseDuration(std::string_view text);
+// The same for unix seconds.
+std::string FormatAge(int64_t unix_seconds, std::chrono::system_clock::time_point now);
 
 // "K=V" → {K, V}; invalid_argument without '=' or with an empty K. `what` names the flag.
 Result<std::pair<std::string, std::string>> SplitKeyValue(std::string_view text,
@@ -52,10 +52,12 @@ std::string FormatBytes(uint64_t bytes);
 std::string Cell(const nlohmann::json& object, std::string_view key);
 
 // The readable form of a workspace (`berth get`): one "field: value" line each.
-std::string FormatWorkspace(const nlohmann::json& ws, std::chrono::system_clock::time_point now);
+std::string FormatWorkspace(const v1::Workspace& ws, std::chrono::system_clock::time_point now);
 // One row of `berth ls`: NAME, ID, STATE, SIZE, IMAGE, AGE.
-std::vector<std::string> WorkspaceRow(const nlohmann::json& ws,
+std::vector<std::string> WorkspaceRow(const v1::Workspace& ws,
                                       std::chrono::system_clock::time_point now);
 std::vector<std::string> WorkspaceHeader();
+// A short line for an action's result: "api-server (ws_…): stopping".
+std::string StateLine(const v1::Workspace& ws);
 
 }  // namespace berth::cli

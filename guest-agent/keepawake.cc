@@ -18,6 +18,7 @@
 
 #include "common/client/api_client.h"
 #include "common/client/ports.h"
+#include "common/duration.h"
 #include "common/protocol/ports.h"
 #include "common/unique.h"
 
@@ -98,40 +99,6 @@ std::optional<int> WaitChild(pid_t pid, int pidfd, std::chrono::milliseconds tim
 
 }  // namespace
 
-Result<std::chrono::seconds> ParseDuration(std::string_view text) {
-  auto bad = [&] {
-    return Fail(ErrorCode::kInvalidArgument,
-                fmt::format("bad duration '{}' (want e.g. 90s, 30m, 2h, 1h30m, 1d)", text));
-  };
-  if (text.empty()) return bad();
-  int64_t total = 0;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    int64_t value = 0;
-    auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), value);
-    if (ec != std::errc() || ptr == rest.data() || value < 0) return bad();
-    rest.remove_prefix(static_cast<size_t>(ptr - rest.data()));
-    int64_t unit = 1;
-    if (!rest.empty()) {
-      switch (rest.front()) {
-        case 's': unit = 1; break;
-        case 'm': unit = 60; break;
-        case 'h': unit = 3600; break;
-        case 'd': unit = 86400; break;
-        default: return bad();
-      }
-      rest.remove_prefix(1);
-    } else if (total != 0) {
-      return bad();  // "1h30" is ambiguous
-    }
-    // Anything over a year is nonsense here; the bound also keeps the sum from overflowing.
-    if (value > 366 * 86400 || total + value * unit > 366 * 86400) return bad();
-    total += value * unit;
-  }
-  if (total == 0) return bad();
-  return std::chrono::seconds(total);
-}
-
 void AddKeepAwakeFlags(CLI::App& cmd, KeepAwakeOptions& options) {
   cmd.add_option("--for", options.duration,
                  "how long at most, e.g. 90s, 30m, 2h (with a command: while it runs, up to this)");
@@ -141,9 +108,15 @@ void AddKeepAwakeFlags(CLI::App& cmd, KeepAwakeOptions& options) {
 }
 
 int RunKeepAwake(const KeepAwakeOptions& options) {
+  // --for: common/duration.h's forms ("90s", "30m", "2h", "1h30m", "1d"; a bare number is
+  // seconds), more than nothing.
   auto duration = ParseDuration(options.duration);
   if (!duration) {
     Warn(duration.error().message);
+    return 2;
+  }
+  if (duration->count() == 0) {
+    Warn("--for must be longer than 0s");
     return 2;
   }
   if (*duration > protocol::kMaxLease) {

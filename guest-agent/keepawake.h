@@ -37,9 +37,6 @@ struct KeepAwakeOptions {
 inline constexpr std::chrono::seconds kLeaseSlice{180};
 inline constexpr std::chrono::seconds kRenewEvery{60};
 
-// Pure: "90s", "30m", "2h", "1d", "1h30m", "45" (seconds). invalid_argument otherwise, or for 0.
-Result<std::chrono::seconds> ParseDuration(std::string_view text);
-
 void AddKeepAwakeFlags(CLI::App& cmd, KeepAwakeOptions& options);
 // Exit code: the command's; without a command 0 on success, 1 if the lease failed, 2 for
 // bad flags.

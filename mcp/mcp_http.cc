@@ -5,9 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/blocking.h"
-#include "common/client/api_client.h"
 #include "common/random.h"
 #include "mcp/base_url.h"
+#include "mcp/http_backend.h"
 
 namespace berth::mcp {
 namespace {
@@ -126,38 +126,32 @@ Task<void> HandleDelete(Exchange& ex, McpHttpContext& ctx, const std::string& ke
 
 Task<void> HandleInitialize(Exchange& ex, McpHttpContext& ctx, const json& payload,
                             const std::string& key, const std::string& key_hash) {
-  auto endpoint = ctx.api_endpoint();
-  if (!endpoint) {
+  if (!ctx.ready()) {
     co_await SendRpcError(ex, bhttp::status::service_unavailable, jsonrpc::kServerError,
                           "MCP is not ready: berthd's address is not set yet");
     co_return;
   }
-  // The key must be good now; later calls show its fate as tool errors.
-  const Endpoint* ep = &*endpoint;
+  // The caller must be good now; later calls show its fate as tool errors.
+  Exchange* exchange = &ex;
   const std::string* key_ptr = &key;
-  auto check = [ep, key_ptr]() -> Result<json> {
-    client::ClientOptions options;
-    options.io_timeout = std::chrono::seconds(30);
-    client::ApiClient api(*ep, *key_ptr, options);
-    return api.Json(bhttp::verb::get, "/v1/me");
-  };
-  Result<json> me = co_await RunBlocking(ctx.pool(), check);
-  if (!me) {
-    const Error& e = me.error();
+  McpHttpContext* context = &ctx;
+  auto open = [context, exchange, key_ptr] { return context->OpenBackend(*exchange, *key_ptr); };
+  Result<std::shared_ptr<Backend>> backend = co_await RunBlocking(ctx.pool(), open);
+  if (!backend) {
+    const Error& e = backend.error();
     if (e.code == ErrorCode::kUnauthenticated) {
       HeaderList headers = {{"WWW-Authenticate", "Bearer"}};
       co_await SendRpcError(ex, bhttp::status::unauthorized, jsonrpc::kServerError,
                             "Unauthorized: berthd refused the API key", &headers);
     } else {
-      std::string message = fmt::format("cannot check the API key: {}", e.message);
       co_await SendRpcError(ex, bhttp::status::service_unavailable, jsonrpc::kServerError,
-                            message);
+                            e.message);
     }
     co_return;
   }
   // /mcp?workspace=NAME: the session's default workspace, as `berth mcp --workspace NAME`.
   std::string default_workspace = ex.query().Get("workspace").value_or("");
-  auto session = std::make_shared<McpSession>(ApiTarget(*endpoint, key), default_workspace);
+  auto session = std::make_shared<McpSession>(std::move(*backend), default_workspace);
   McpSession* raw = session.get();
   const json* message = &payload;
   auto handle = [raw, message] { return raw->Handle(*message); };
@@ -238,10 +232,15 @@ Task<void> HandlePost(Exchange& ex, McpHttpContext& ctx, const std::string& key,
 
 }  // namespace
 
-McpHttpContext::McpHttpContext(boost::asio::thread_pool& pool, McpHttpOptions options)
+McpHttpContext::McpHttpContext(boost::asio::thread_pool& pool, BackendFactory factory,
+                               McpHttpOptions options)
     : pool_(pool),
       options_(options),
-      sessions_(options.max_sessions, options.max_sessions_per_key, options.session_idle_ttl) {}
+      sessions_(options.max_sessions, options.max_sessions_per_key, options.session_idle_ttl),
+      factory_(std::move(factory)) {}
+
+McpHttpContext::McpHttpContext(boost::asio::thread_pool& pool, McpHttpOptions options)
+    : McpHttpContext(pool, BackendFactory(), options) {}
 
 McpHttpContext::McpHttpContext(std::string_view api_url, boost::asio::thread_pool& pool,
                                McpHttpOptions options)
@@ -262,6 +261,24 @@ Status McpHttpContext::SetApiUrl(std::string_view api_url) {
 std::optional<Endpoint> McpHttpContext::api_endpoint() const {
   std::lock_guard lock(mutex_);
   return api_endpoint_;
+}
+
+bool McpHttpContext::ready() const { return factory_ || api_endpoint().has_value(); }
+
+Result<std::shared_ptr<Backend>> McpHttpContext::OpenBackend(Exchange& ex,
+                                                             const std::string& api_key) {
+  if (factory_) return factory_(ex, api_key);
+  auto endpoint = api_endpoint();
+  if (!endpoint) return Fail(ErrorCode::kUnavailable, "MCP is not ready: berthd's address is not set yet");
+  auto backend = std::make_shared<HttpBackend>(*endpoint, api_key);
+  // The key is checked once here; a key revoked later fails the tools' calls as it fails the API.
+  auto me = backend->WhoAmI(DeadlineIn(std::chrono::seconds(30)));
+  if (!me) {
+    if (me.error().code == ErrorCode::kUnauthenticated) return Fail(me.error());
+    return Fail(ErrorCode::kUnavailable,
+                fmt::format("cannot check the API key: {}", me.error().message));
+  }
+  return std::shared_ptr<Backend>(std::move(backend));
 }
 
 Task<void> ServeMcpHttp(Exchange& ex, McpHttpContext& ctx) {

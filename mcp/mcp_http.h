@@ -7,10 +7,18 @@
 // `/mcp?workspace=NAME` on initialize sets the session's default workspace (as
 // `berth mcp --workspace NAME` does); workspace_use changes it later.
 //
-// Authentication: the caller's "Authorization: Bearer <api key>". initialize checks the key
-// with GET /v1/me; the session is bound to that key (another key gets 404 for it), and every
-// tool calls berthd's own API with it, so a key sees through MCP exactly what it sees through
-// the API.
+// Authentication: the caller's "Authorization: Bearer <api key>". initialize opens the
+// session's Backend for the caller (BackendFactory); the session is bound to that key (another
+// key gets 404 for it), and every tool acts through that Backend as the caller, so a key sees
+// through MCP exactly what it sees through the API. Without a factory of its own the context
+// makes HttpBackends: the key is checked with GET /v1/me and the tools call berthd's own API
+// with it, at the address SetApiUrl() gave.
+//
+// ---- Serving /mcp in-process (what berthd should do) ----------------------------------------
+// Give the context a BackendFactory that makes a backend calling the workspace service
+// directly for the principal berthd's authentication put on the exchange (extra_routes run
+// after it). Then no tool call goes over loopback HTTP and mcp_pool_ needs no room for calls
+// back into berthd's own API.
 //
 // ---- Mounting it in berthd (controller/berthd.cc, with ApiOptions::extra_routes) ----------
 //
@@ -61,9 +69,13 @@
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <functional>
+#include <memory>
+
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "common/http/server.h"
+#include "mcp/backend.h"
 #include "mcp/session_table.h"
 
 namespace berth::mcp {
@@ -82,17 +94,33 @@ struct McpHttpOptions {
   bool check_origin = true;
 };
 
+// Makes the Backend a new session's tools act through, for the caller of `ex` (whose bearer key
+// is `api_key`). Runs on the context's pool, so it may block; `ex`'s coroutine waits for it
+// meanwhile, so reading `ex` (its context, its headers) is safe. unauthenticated is answered
+// 401 (WWW-Authenticate: Bearer); any other error 503 with its message.
+using BackendFactory = std::function<Result<std::shared_ptr<Backend>>(http::Exchange& ex,
+                                                                      const std::string& api_key)>;
+
 class McpHttpContext {
  public:
+  // Sessions act through backends made by `factory`.
+  McpHttpContext(boost::asio::thread_pool& pool, BackendFactory factory,
+                 McpHttpOptions options = {});
+  // Sessions act through HttpBackends to the berthd at SetApiUrl()'s address (initialize
+  // answers 503 until it is set).
   explicit McpHttpContext(boost::asio::thread_pool& pool, McpHttpOptions options = {});
   // The same, with berthd's URL known at once.
   McpHttpContext(std::string_view api_url, boost::asio::thread_pool& pool,
                  McpHttpOptions options = {});
 
-  // berthd's own address for the tools' API calls (see ParseBaseUrl: "http://127.0.0.1:PORT",
-  // "unix:/path"). Any thread.
+  // berthd's own address for HttpBackends (see ParseBaseUrl: "http://127.0.0.1:PORT",
+  // "unix:/path"). Unused with a factory of one's own. Any thread.
   Status SetApiUrl(std::string_view api_url);
   std::optional<Endpoint> api_endpoint() const;
+  // Whether initialize can open sessions: a factory, or berthd's address.
+  bool ready() const;
+  // The Backend for a new session (see BackendFactory). Blocking; on the pool.
+  Result<std::shared_ptr<Backend>> OpenBackend(http::Exchange& ex, const std::string& api_key);
 
   boost::asio::thread_pool& pool() { return pool_; }
   SessionTable& sessions() { return sessions_; }
@@ -102,6 +130,7 @@ class McpHttpContext {
   boost::asio::thread_pool& pool_;
   McpHttpOptions options_;
   SessionTable sessions_;
+  BackendFactory factory_;
   mutable std::mutex mutex_;
   std::optional<Endpoint> api_endpoint_;
 };

@@ -1,6 +1,7 @@
 // Berth's MCP server (Model Context Protocol): the tools an agent uses to drive Berth
 // workspaces, served over stdio (`berth mcp`) or streamable HTTP (berthd's /mcp, mcp_http.h).
-// The tools call berthd's HTTP API (docs/api.md) with the common client library.
+// The tools call Berth through a Backend (backend.h); here, over berthd's HTTP API
+// (docs/api.md) with the typed client (HttpBackend).
 #pragma once
 
 #include <iosfwd>

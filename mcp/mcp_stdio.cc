@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "mcp/base_url.h"
+#include "mcp/http_backend.h"
 #include "mcp/mcp_server.h"
 #include "mcp/session.h"
 #include "mcp/stdio_lines.h"
@@ -41,7 +42,8 @@ int RunStdio(const McpConfig& config, std::istream& in, std::ostream& out) {
   if (config.api_key.empty()) {
     fmt::print(stderr, "berth mcp: warning: no API key; berthd will refuse the tools' calls\n");
   }
-  McpSession session(ApiTarget(*endpoint, config.api_key), config.default_workspace);
+  McpSession session(std::make_shared<HttpBackend>(*endpoint, config.api_key),
+                     config.default_workspace);
 
   std::mutex out_mutex;
   auto send = [&](const nlohmann::json& message) {

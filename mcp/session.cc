@@ -26,8 +26,8 @@ std::string NegotiateProtocolVersion(std::string_view requested) {
   return std::string(IsSupportedProtocolVersion(requested) ? requested : kLatestProtocolVersion);
 }
 
-McpSession::McpSession(ApiTarget target, std::string default_workspace)
-    : target_(std::move(target)), state_(std::move(default_workspace)) {}
+McpSession::McpSession(std::shared_ptr<Backend> backend, std::string default_workspace)
+    : backend_(std::move(backend)), state_(std::move(default_workspace)) {}
 
 std::string McpSession::protocol_version() const {
   std::lock_guard lock(mutex_);
@@ -182,7 +182,7 @@ json McpSession::CallToolRequest(const Message& request) {
     }
     args = *it;
   }
-  ToolContext ctx(target_, state_);
+  ToolContext ctx(*backend_, state_);
   ToolResult result = CallTool(*tool, ctx, args);
   return jsonrpc::Result(request.id, result.ToJson(AtLeast(protocol_version(), "2025-06-18")));
 }

@@ -1,10 +1,11 @@
 // The transport-independent MCP server: one McpSession per client connection (stdio) or per
 // Mcp-Session-Id (HTTP). JSON-RPC in, JSON-RPC out: initialize (with protocol-version
 // negotiation), notifications/initialized, ping, tools/list, tools/call. Tool calls block the
-// calling thread on berthd's API; transports run them off their I/O threads.
+// calling thread on the session's Backend; transports run them off their I/O threads.
 #pragma once
 
 #include <array>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,7 +31,8 @@ std::string NegotiateProtocolVersion(std::string_view requested);
 
 class McpSession {
  public:
-  McpSession(ApiTarget target, std::string default_workspace);
+  // Tools act through `backend`, as its caller.
+  McpSession(std::shared_ptr<Backend> backend, std::string default_workspace);
   McpSession(const McpSession&) = delete;
   McpSession& operator=(const McpSession&) = delete;
 
@@ -46,7 +48,7 @@ class McpSession {
   // Whether initialize has been answered.
   bool initialized() const;
   SessionState& state() { return state_; }
-  const ApiTarget& target() const { return target_; }
+  Backend& backend() { return *backend_; }
 
  private:
   std::optional<nlohmann::json> HandleOne(const nlohmann::json& value);
@@ -56,7 +58,7 @@ class McpSession {
   nlohmann::json CallToolRequest(const jsonrpc::Message& request);
   std::string Instructions() const;
 
-  const ApiTarget target_;
+  const std::shared_ptr<Backend> backend_;
   SessionState state_;
   mutable std::mutex mutex_;
   std::string protocol_version_{kLatestProtocolVersion};

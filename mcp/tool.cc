@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "common/http/url.h"
 #include "mcp/arguments.h"
 
 namespace berth::mcp {
@@ -56,14 +55,6 @@ void SessionState::ForgetWorkspace(std::string_view id, std::string_view name) {
   }
 }
 
-client::ApiClient ToolContext::Client(std::chrono::milliseconds io_timeout) const {
-  client::ClientOptions options;
-  options.io_timeout = io_timeout;
-  // Answers read whole here are JSON documents and bounded file reads; nothing near this.
-  options.max_response_bytes = 64u << 20;
-  return client::ApiClient(target_.endpoint, target_.api_key, options);
-}
-
 Result<std::string> ToolContext::Workspace(const nlohmann::json& args) const {
   if (auto it = args.find("workspace"); it != args.end() && it->is_string() && !it->empty()) {
     return it->get<std::string>();
@@ -74,10 +65,6 @@ Result<std::string> ToolContext::Workspace(const nlohmann::json& args) const {
               "no workspace given and none chosen for this session: pass 'workspace' (an id or "
               "a name; workspace_list shows them), choose one with workspace_use, or make one "
               "with workspace_create");
-}
-
-std::string ToolContext::Scope(std::string_view workspace) {
-  return "/v1/workspaces/" + http::PercentEncode(workspace, false);
 }
 
 std::string DescribeError(const Error& error) {

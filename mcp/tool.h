@@ -1,6 +1,6 @@
 // What a tool is, what it gets (ToolContext) and what it answers (ToolResult). Tools live one
 // group per file (tools_workspace.cc, tools_exec.cc, tools_files.cc, tools_ports.cc); each
-// calls berthd's HTTP API through the common client library, blocking the calling thread.
+// calls Berth through the session's Backend (backend.h), blocking the calling thread.
 #pragma once
 
 #include <chrono>
@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/client/api_client.h"
-#include "common/endpoint.h"
+#include "common/deadline.h"
 #include "common/error.h"
+#include "mcp/backend.h"
 
 namespace berth::mcp {
 
@@ -32,14 +32,6 @@ struct ToolResult {
   static ToolResult Failure(std::string message);
   // The CallToolResult object. `with_structured`: include structuredContent (2025-06-18 on).
   nlohmann::json ToJson(bool with_structured) const;
-};
-
-// The berthd the tools talk to and the key they present.
-struct ApiTarget {
-  ApiTarget() = default;
-  ApiTarget(Endpoint e, std::string key) : endpoint(std::move(e)), api_key(std::move(key)) {}
-  Endpoint endpoint;
-  std::string api_key;
 };
 
 // What one MCP session remembers between tool calls. Any thread.
@@ -59,25 +51,25 @@ class SessionState {
 
 class ToolContext {
  public:
-  // How long one read or write to berthd may take. Calls on a stopped workspace wait for it to
-  // boot (tens of seconds under TCG), so this is generous; calls that wait longer on purpose
-  // (exec, workspace_create) ask for their own.
-  static constexpr std::chrono::milliseconds kDefaultIoTimeout{300'000};
+  // One call's deadline unless a tool asks for longer. Calls on a stopped workspace wait for
+  // it to boot (tens of seconds under TCG), so this is generous; calls that wait on purpose
+  // (exec, workspace_create, process_output's wait) set their own.
+  static constexpr std::chrono::seconds kDefaultCallTimeout{300};
 
-  ToolContext(const ApiTarget& target, SessionState& state) : target_(target), state_(state) {}
+  ToolContext(Backend& backend, SessionState& state) : backend_(backend), state_(state) {}
 
-  client::ApiClient Client(std::chrono::milliseconds io_timeout = kDefaultIoTimeout) const;
+  Backend& backend() const { return backend_; }
+  // The deadline of a call made now that may take `timeout`.
+  static Deadline CallDeadline(std::chrono::seconds timeout = kDefaultCallTimeout) {
+    return DeadlineIn(timeout);
+  }
   // The workspace a call is about: args["workspace"] when given, else the session's default.
   // invalid_argument, saying how to choose one, when there is neither.
   Result<std::string> Workspace(const nlohmann::json& args) const;
   SessionState& state() const { return state_; }
-  const ApiTarget& target() const { return target_; }
-
-  // "/v1/workspaces/{ws}" with `ws` percent-encoded: the scope of exec/files/ports calls.
-  static std::string Scope(std::string_view workspace);
 
  private:
-  const ApiTarget& target_;
+  Backend& backend_;
   SessionState& state_;
 };
 
@@ -103,7 +95,7 @@ const Tool* FindTool(std::string_view name);
 // act on. Never throws.
 ToolResult CallTool(const Tool& tool, ToolContext& ctx, const nlohmann::json& args);
 
-// A berthd or client error as a model should read it: "not_found: workspace 'x' not found",
+// A Berth error as a model should read it: "not_found: workspace 'x' not found",
 // with a hint on what to do for the codes that have an obvious one.
 std::string DescribeError(const Error& error);
 

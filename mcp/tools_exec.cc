@@ -1,10 +1,7 @@
 // exec and the process tools: run a command and wait for it (output bounded, head and tail
 // kept), or start it in the background and read its output, list and kill processes later.
-#include <thread>
-
 #include <fmt/format.h>
 
-#include "common/client/exec.h"
 #include "mcp/text_limits.h"
 #include "mcp/tool.h"
 
@@ -79,17 +76,21 @@ Result<protocol::ExecRequest> BuildRequest(const json& args) {
   return request;
 }
 
+// The deadline of a command that may run `seconds`: its own time and room for the rest of the
+// call (waking the workspace, sending the output).
+Deadline CommandDeadline(int seconds) {
+  return ToolContext::CallDeadline(std::chrono::seconds(seconds) + ToolContext::kDefaultCallTimeout);
+}
+
 Result<ToolResult> Exec(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
   auto request = BuildRequest(args);
   if (!request) return Fail(request.error());
-  std::string scope = ToolContext::Scope(*ws);
   bool background = args.value("background", false);
   if (background) {
     if (args.contains("timeout")) request->timeout_ms = IntArg(args, "timeout", 0) * 1000ull;
-    auto api = ctx.Client();
-    auto started = client::StartBackground(api, scope, *request);
+    auto started = ctx.backend().StartProcess(*ws, *request, ToolContext::CallDeadline());
     if (!started) return Fail(started.error());
     std::string id = started->tag ? *started->tag : std::to_string(started->pid);
     json structured = json::object();
@@ -108,15 +109,13 @@ Result<ToolResult> Exec(ToolContext& ctx, const json& args) {
   HeadTail out(max_output);
   HeadTail err(max_output);
   int pid = 0;
-  client::ExecEventCallback on_event = [&](const ExecEvent& event) -> Status {
+  ExecEventFn on_event = [&](const ExecEvent& event) -> Status {
     if (event.type == ExecEvent::Type::kStart) pid = event.pid;
     if (event.type == ExecEvent::Type::kStdout) out.Append(event.data);
     if (event.type == ExecEvent::Type::kStderr) err.Append(event.data);
     return {};
   };
-  // The stream carries keepalives every 15 s, so the client's I/O timeout holds for any run.
-  auto api = ctx.Client();
-  auto exit = client::ExecStream(api, scope, *request, on_event);
+  auto exit = ctx.backend().RunCommand(*ws, *request, on_event, CommandDeadline(timeout));
   if (!exit) return Fail(exit.error());
   std::string text = DescribeExit(*exit);
   if (exit->timed_out) {
@@ -148,8 +147,7 @@ std::string DescribeProcess(const protocol::ProcessInfo& p) {
 Result<ToolResult> ProcessList(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  auto api = ctx.Client();
-  auto processes = client::ListProcesses(api, ToolContext::Scope(*ws));
+  auto processes = ctx.backend().ListProcesses(*ws, ToolContext::CallDeadline());
   if (!processes) return Fail(processes.error());
   json list = json::array();
   std::string text;
@@ -172,24 +170,16 @@ Result<ToolResult> ProcessList(ToolContext& ctx, const json& args) {
 Result<ToolResult> ProcessOutput(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  std::string scope = ToolContext::Scope(*ws);
   std::string id = IdArg(args);
-  auto api = ctx.Client();
-  auto info = client::GetProcess(api, scope, id);
+  Backend& backend = ctx.backend();
+  // wait: until the process ends or the time is up (the backend hears the end as it happens).
+  int wait = IntArg(args, "wait", 0);
+  auto info = wait > 0
+                  ? backend.WaitForProcess(*ws, id, ToolContext::CallDeadline(std::chrono::seconds(wait)))
+                  : backend.GetProcess(*ws, id, ToolContext::CallDeadline());
   if (!info) return Fail(info.error());
-  // wait: poll until the process ends or the time is up (a short backoff, bounded calls).
-  if (int wait = IntArg(args, "wait", 0); wait > 0 && info->running) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait);
-    auto pause = std::chrono::milliseconds(100);
-    while (info->running && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(1000));
-      info = client::GetProcess(api, scope, id);
-      if (!info) return Fail(info.error());
-    }
-  }
   uint64_t max = static_cast<uint64_t>(IntArg(args, "max_bytes", kDefaultOutputBytes));
-  client::OutputOptions options;
+  OutputRange options;
   // Without offsets: the last `max` bytes of each stream, the part that says what is going on.
   options.stdout_offset = args.contains("stdout_offset")
                               ? args["stdout_offset"].get<uint64_t>()
@@ -206,7 +196,7 @@ Result<ToolResult> ProcessOutput(ToolContext& ctx, const json& args) {
   out.next = options.stdout_offset;
   err.next = options.stderr_offset;
   bool enough = false;
-  client::ExecEventCallback on_event = [&](const ExecEvent& event) -> Status {
+  ExecEventFn on_event = [&](const ExecEvent& event) -> Status {
     Collected* c = event.type == ExecEvent::Type::kStdout   ? &out
                    : event.type == ExecEvent::Type::kStderr ? &err
                                                             : nullptr;
@@ -224,7 +214,7 @@ Result<ToolResult> ProcessOutput(ToolContext& ctx, const json& args) {
     }
     return {};
   };
-  auto ended = client::ProcessOutput(api, scope, id, options, on_event);
+  auto ended = backend.ReadProcessOutput(*ws, id, options, on_event, ToolContext::CallDeadline());
   if (!ended && !enough) return Fail(ended.error());
 
   std::string state = info->running ? "still running" : DescribeExit(info->exit);
@@ -262,19 +252,17 @@ Result<ToolResult> ProcessOutput(ToolContext& ctx, const json& args) {
 Result<ToolResult> ProcessKill(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  std::string scope = ToolContext::Scope(*ws);
   std::string id = IdArg(args);
-  auto api = ctx.Client();
   Result<protocol::ProcessInfo> info;
   std::string what;
   if (args.contains("signal")) {
     std::string signal = args["signal"].get<std::string>();
     auto valid = protocol::SignalFromName(signal);
     if (!valid) return Fail(valid.error());
-    info = client::Signal(api, scope, id, signal);
+    info = ctx.backend().SignalProcess(*ws, id, signal, ToolContext::CallDeadline());
     what = fmt::format("Sent SIG{} to", protocol::SignalName(*valid));
   } else {
-    info = client::Kill(api, scope, id);
+    info = ctx.backend().KillProcess(*ws, id, ToolContext::CallDeadline());
     what = "Killed the process group of";
   }
   if (!info) return Fail(info.error());

@@ -1,10 +1,9 @@
 // File tools: read (bounded, ranged, binary detected), write, edit (replace a unique string),
 // list, delete. Paths are guest paths: absolute, or relative to /workspace.
-#include <charconv>
+#include <limits>
 
 #include <fmt/format.h>
 
-#include "common/client/files.h"
 #include "common/protocol/exec.h"
 #include "mcp/file_edit.h"
 #include "mcp/text_limits.h"
@@ -13,7 +12,6 @@
 namespace berth::mcp {
 namespace {
 
-using http::bhttp::verb;
 using nlohmann::json;
 
 // file_read shows this much by default, and at most this much per call.
@@ -35,84 +33,6 @@ Result<std::string> PathArg(const json& args, const char* key = "path") {
   return normalized;
 }
 
-// "bytes a-b/total" or "bytes */total" → total.
-std::optional<uint64_t> TotalFromContentRange(std::string_view header) {
-  auto slash = header.rfind('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  std::string_view text = header.substr(slash + 1);
-  uint64_t total = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), total);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return total;
-}
-
-struct Piece {
-  std::string data;
-  uint64_t offset = 0;
-  std::optional<uint64_t> total;  // the file's size when known
-  bool directory = false;
-};
-
-// GET of `max` bytes of a file from `offset` on, with a Range header; works as well when the
-// server answers the whole file (it is skipped and cut here).
-Result<Piece> ReadRange(ToolContext& ctx, const std::string& scope, const std::string& path,
-                        uint64_t offset, uint64_t max) {
-  Piece piece;
-  piece.offset = offset;
-  int status = 0;
-  bool is_json = false;
-  uint64_t skip = 0;
-  bool enough = false;
-  client::Headers headers = {{"Range", fmt::format("bytes={}-{}", offset, offset + max - 1)}};
-  auto api = ctx.Client();
-  auto on_status = [&](const client::Response& head) {
-    status = head.status;
-    is_json = head.Header("Content-Type").starts_with("application/json");
-    if (auto range = TotalFromContentRange(head.Header("Content-Range")); range) {
-      piece.total = range;
-    } else if (status == 200 && !is_json) {
-      uint64_t length = 0;
-      auto text = head.Header("Content-Length");
-      if (std::from_chars(text.data(), text.data() + text.size(), length).ec == std::errc()) {
-        piece.total = length;
-      }
-    }
-    if (status == 200) skip = offset;  // the server ignored the range
-  };
-  client::BodySink sink = [&](std::string_view data) -> Status {
-    if (is_json && status == 200) {
-      piece.directory = true;  // a directory's listing: not needed here
-      enough = true;
-      return Fail(ErrorCode::kFailedPrecondition, "directory");
-    }
-    size_t skipped = static_cast<size_t>(std::min<uint64_t>(skip, data.size()));
-    skip -= skipped;
-    data.remove_prefix(skipped);
-    size_t room = static_cast<size_t>(max - piece.data.size());
-    piece.data.append(data.substr(0, room));
-    if (piece.data.size() >= max) {
-      enough = true;
-      return Fail(ErrorCode::kResourceExhausted, "enough");
-    }
-    return {};
-  };
-  auto result = api.Stream(verb::get, client::FilesTarget(scope, path), headers, nullptr,
-                           std::nullopt, sink, on_status);
-  if (!result && !enough) {
-    if (status == 416) {
-      uint64_t total = piece.total.value_or(0);
-      if (offset == 0 && total == 0) {
-        piece.total = 0;
-        return piece;  // an empty file
-      }
-      return Fail(ErrorCode::kInvalidArgument,
-                  fmt::format("offset {} is past the end of {} ({} bytes)", offset, path, total));
-    }
-    return Fail(result.error());
-  }
-  return piece;
-}
-
 Result<ToolResult> Read(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
@@ -120,13 +40,13 @@ Result<ToolResult> Read(ToolContext& ctx, const json& args) {
   if (!path) return Fail(path.error());
   uint64_t offset = args.value("offset", uint64_t{0});
   uint64_t max = args.value("max_bytes", kDefaultReadBytes);
-  auto piece = ReadRange(ctx, ToolContext::Scope(*ws), *path, offset, max);
+  auto piece = ctx.backend().ReadFile(*ws, *path, offset, max, ToolContext::CallDeadline());
   if (!piece) return Fail(piece.error());
   if (piece->directory) {
     return Fail(ErrorCode::kFailedPrecondition,
                 fmt::format("{} is a directory: list it with file_list", *path));
   }
-  uint64_t total = piece->total.value_or(offset + piece->data.size());
+  uint64_t total = piece->size.value_or(offset + piece->data.size());
   json structured = json::object();
   structured["path"] = *path;
   structured["size"] = total;
@@ -163,22 +83,14 @@ Result<ToolResult> Write(ToolContext& ctx, const json& args) {
   auto path = PathArg(args);
   if (!path) return Fail(path.error());
   const std::string& content = args["content"].get_ref<const std::string&>();
-  client::UploadOptions options;
+  WriteOptions options;
   if (args.contains("mode")) {
     auto mode = protocol::ParseMode(args["mode"].get<std::string>());
     if (!mode) return Fail(mode.error());
     options.mode = *mode;
   }
   options.overwrite = args.value("overwrite", true);
-  size_t sent = 0;
-  client::BodySource source = [&](char* buf, size_t size) -> Result<size_t> {
-    size_t n = std::min(size, content.size() - sent);
-    std::memcpy(buf, content.data() + sent, n);
-    sent += n;
-    return n;
-  };
-  auto api = ctx.Client();
-  auto info = client::Upload(api, ToolContext::Scope(*ws), *path, source, content.size(), options);
+  auto info = ctx.backend().WriteFile(*ws, *path, content, options, ToolContext::CallDeadline());
   if (!info) {
     if (info.error().code == ErrorCode::kAlreadyExists) {
       return Fail(ErrorCode::kAlreadyExists,
@@ -196,9 +108,8 @@ Result<ToolResult> Edit(ToolContext& ctx, const json& args) {
   if (!ws) return Fail(ws.error());
   auto path = PathArg(args);
   if (!path) return Fail(path.error());
-  std::string scope = ToolContext::Scope(*ws);
-  auto api = ctx.Client();
-  auto before = client::Stat(api, scope, *path);
+  Backend& backend = ctx.backend();
+  auto before = backend.StatPath(*ws, *path, ToolContext::CallDeadline());
   if (!before) return Fail(before.error());
   if (before->type == "symlink") {
     return Fail(ErrorCode::kFailedPrecondition,
@@ -215,7 +126,7 @@ Result<ToolResult> Edit(ToolContext& ctx, const json& args) {
                             "(sed, patch, python)",
                             *path, before->size, kMaxEditBytes));
   }
-  auto piece = ReadRange(ctx, scope, *path, 0, kMaxEditBytes + 1);
+  auto piece = backend.ReadFile(*ws, *path, 0, kMaxEditBytes + 1, ToolContext::CallDeadline());
   if (!piece) return Fail(piece.error());
   if (LooksBinary(piece->data)) {
     return Fail(ErrorCode::kFailedPrecondition,
@@ -229,24 +140,17 @@ Result<ToolResult> Edit(ToolContext& ctx, const json& args) {
   }
   // Someone (a build, another agent) may have written the file since it was read: do not undo
   // their change silently.
-  auto now = client::Stat(api, scope, *path);
+  auto now = backend.StatPath(*ws, *path, ToolContext::CallDeadline());
   if (!now) return Fail(now.error());
   if (now->mtime_ns != before->mtime_ns || now->size != before->size) {
     return Fail(ErrorCode::kFailedPrecondition,
                 fmt::format("{} changed while it was being edited; read it again and retry",
                             *path));
   }
-  size_t sent = 0;
   const std::string& content = edited->content;
-  client::BodySource source = [&](char* buf, size_t size) -> Result<size_t> {
-    size_t n = std::min(size, content.size() - sent);
-    std::memcpy(buf, content.data() + sent, n);
-    sent += n;
-    return n;
-  };
-  client::UploadOptions options;
+  WriteOptions options;
   options.mode = before->mode;
-  auto info = client::Upload(api, scope, *path, source, content.size(), options);
+  auto info = backend.WriteFile(*ws, *path, content, options, ToolContext::CallDeadline());
   if (!info) return Fail(info.error());
   json structured = json::object();
   structured["path"] = *path;
@@ -272,8 +176,7 @@ Result<ToolResult> List(ToolContext& ctx, const json& args) {
   auto path = PathArg(args);
   if (!path) return Fail(path.error());
   int limit = args.value("limit", kDefaultListEntries);
-  auto api = ctx.Client();
-  auto listing = client::List(api, ToolContext::Scope(*ws), *path);
+  auto listing = ctx.backend().ListDirectory(*ws, *path, ToolContext::CallDeadline());
   if (!listing) {
     if (listing.error().code == ErrorCode::kFailedPrecondition) {
       return Fail(ErrorCode::kFailedPrecondition,
@@ -316,8 +219,7 @@ Result<ToolResult> Delete(ToolContext& ctx, const json& args) {
                 fmt::format("refusing to delete {}; delete what is inside it by name", *path));
   }
   bool recursive = args.value("recursive", false);
-  auto api = ctx.Client();
-  auto removed = client::Remove(api, ToolContext::Scope(*ws), *path, recursive);
+  auto removed = ctx.backend().DeletePath(*ws, *path, recursive, ToolContext::CallDeadline());
   if (!removed) {
     const auto& e = removed.error();
     if (!recursive && (e.message.find("not empty") != std::string::npos ||

@@ -2,7 +2,6 @@
 // preview proxy; there is no preview_url tool until berthd serves them.)
 #include <fmt/format.h>
 
-#include "common/client/ports.h"
 #include "mcp/text_limits.h"
 #include "mcp/tool.h"
 
@@ -14,8 +13,7 @@ using nlohmann::json;
 Result<ToolResult> List(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  auto api = ctx.Client();
-  auto ports = client::ListPorts(api, ToolContext::Scope(*ws));
+  auto ports = ctx.backend().ListPorts(*ws, ToolContext::CallDeadline());
   if (!ports) return Fail(ports.error());
   std::string text;
   json list = json::array();

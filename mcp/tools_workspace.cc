@@ -3,13 +3,12 @@
 // model always sees its state.
 #include <fmt/format.h>
 
-#include "common/http/url.h"
+#include "common/v1/workspace.h"
 #include "mcp/tool.h"
 
 namespace berth::mcp {
 namespace {
 
-using http::bhttp::verb;
 using nlohmann::json;
 
 // How long workspace_create/start wait for `running` unless told otherwise. A cold boot is
@@ -18,30 +17,29 @@ constexpr int kDefaultWaitSeconds = 300;
 constexpr int kMaxWaitSeconds = 1800;
 // workspace_list pages through berthd's list; this bounds what one answer carries.
 constexpr int kMaxListed = 1000;
-
-std::string Str(const json& ws, const char* key) {
-  auto it = ws.find(key);
-  if (it == ws.end() || it->is_null()) return {};
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
+// The bounds berthd puts on max_runtime (request.h), so that the schema tells the model.
+constexpr int kMinMaxRuntime = 60;
+constexpr int kMaxMaxRuntime = 365 * 24 * 3600;
+// Arguments of workspace_create that are the tool's, not the create request's.
+constexpr std::string_view kCreateToolArgs[] = {"wait", "timeout"};
 
 // One line a model can act on: "api-server (ws_…): running; image base, small (1 CPU, …)".
-std::string Summary(const json& ws) {
-  std::string line = fmt::format("{} ({}): {}", Str(ws, "name"), Str(ws, "id"), Str(ws, "state"));
-  if (std::string error = Str(ws, "error"); !error.empty()) line += fmt::format(" ({})", error);
-  line += fmt::format("; image {}, size {} ({} CPU, {} MiB memory, {} GiB disk)", Str(ws, "image"),
-                      Str(ws, "size"), Str(ws, "cpus"), Str(ws, "memory_mib"), Str(ws, "disk_gib"));
-  if (std::string idle = Str(ws, "idle_timeout"); !idle.empty()) {
-    line += fmt::format("; after {} s idle: {}", idle, Str(ws, "idle_action"));
-  }
+std::string Summary(const v1::Workspace& ws) {
+  std::string line = fmt::format("{} ({}): {}", ws.name, ws.id, v1::StateName(ws.state));
+  if (ws.error) line += fmt::format(" ({})", *ws.error);
+  line += fmt::format("; image {}, size {} ({} CPU, {} MiB memory, {} GiB disk)", ws.image,
+                      ws.size.value_or("custom"), ws.cpus, ws.memory_mib, ws.disk_gib);
+  line += fmt::format("; after {} s idle: {}", ws.idle_timeout, v1::IdleActionName(ws.idle_action));
+  if (ws.max_runtime) line += fmt::format("; stops after {} s running", *ws.max_runtime);
   return line;
 }
 
-ToolResult WorkspaceResult(const json& ws, std::string_view note = {}) {
+ToolResult WorkspaceResult(const v1::Workspace& ws, std::string_view note = {}) {
+  json structured = v1::ToJson(ws);
   std::string text = Summary(ws);
   if (!note.empty()) text += fmt::format("\n{}", note);
-  text += "\n" + ws.dump(2, ' ', false, json::error_handler_t::replace);
-  return ToolResult::Text(std::move(text), ws);
+  text += "\n" + structured.dump(2, ' ', false, json::error_handler_t::replace);
+  return ToolResult::Text(std::move(text), std::move(structured));
 }
 
 int WaitSeconds(const json& args) {
@@ -54,24 +52,20 @@ bool Flag(const json& args, const char* key, bool fallback) {
   return it != args.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
-Result<json> Get(ToolContext& ctx, const std::string& ws) {
-  auto api = ctx.Client();
-  return api.Json(verb::get, ToolContext::Scope(ws));
+Result<v1::Workspace> Get(ToolContext& ctx, const std::string& ws) {
+  return ctx.backend().GetWorkspace(ws, ToolContext::CallDeadline());
 }
 
-// POST …/wait until `state`; on failure the error says where the workspace is now.
-Result<json> WaitFor(ToolContext& ctx, const std::string& ws, std::string_view state, int seconds) {
-  // The call itself lasts up to `seconds`: the client must not give up before berthd does.
-  auto api = ctx.Client(std::chrono::seconds(seconds + 60));
-  json body = json::object();
-  body["state"] = std::string(state);
-  body["timeout_s"] = seconds;
-  auto waited = api.Json(verb::post, ToolContext::Scope(ws) + "/wait", body);
+// Waits until `state`; on failure the error says where the workspace is now.
+Result<v1::Workspace> WaitFor(ToolContext& ctx, const std::string& ws, v1::State state,
+                              int seconds) {
+  auto waited =
+      ctx.backend().WaitForState(ws, state, ToolContext::CallDeadline(std::chrono::seconds(seconds)));
   if (waited) return waited;
   std::string now;
   if (auto current = Get(ctx, ws); current) now = fmt::format("; it is now {}", Summary(*current));
   return Fail(waited.error().code,
-              fmt::format("workspace {} did not reach '{}': {}{}", ws, state,
+              fmt::format("workspace {} did not reach '{}': {}{}", ws, v1::StateName(state),
                           waited.error().message, now));
 }
 
@@ -95,83 +89,94 @@ json StringMap(std::string_view description) {
   return out;
 }
 
+// The create request from the tool's arguments: all of them but the tool's own, read by the
+// wire type itself, so an argument the schema offers cannot be dropped on the way.
+Result<v1::CreateWorkspace> CreateRequest(const json& args) {
+  json body = args;
+  for (auto key : kCreateToolArgs) body.erase(std::string(key));
+  return v1::CreateWorkspaceFromJson(body);
+}
+
 Result<ToolResult> Create(ToolContext& ctx, const json& args) {
-  json body = json::object();
-  for (const char* key : {"name", "image", "size", "cpus", "memory_mib", "disk_gib",
-                          "idle_timeout", "idle_action", "auto_start", "env", "labels"}) {
-    if (args.contains(key)) body[key] = args[key];
-  }
-  auto api = ctx.Client();
-  auto created = api.Json(verb::post, "/v1/workspaces", body);
+  auto request = CreateRequest(args);
+  if (!request) return Fail(request.error());
+  auto created = ctx.backend().CreateWorkspace(*request, ToolContext::CallDeadline());
   if (!created) {
     if (created.error().code == ErrorCode::kAlreadyExists) {
       return Fail(ErrorCode::kAlreadyExists,
                   fmt::format("{}; to work in the existing one call workspace_use with "
                               "workspace '{}'",
-                              created.error().message, Str(args, "name")));
+                              created.error().message, request->name));
     }
     return Fail(created.error());
   }
-  std::string id = Str(*created, "id");
-  if (id.empty()) return Fail(ErrorCode::kInternal, "berthd answered without a workspace id");
+  std::string id = created->id;
   ctx.state().set_default_workspace(id);
-  std::string note = fmt::format("It is now this session's default workspace.");
+  std::string note = "It is now this session's default workspace.";
   if (!Flag(args, "wait", true)) {
     note += " It boots in the background: workspace_get shows when it is running.";
     return WorkspaceResult(*created, note);
   }
-  auto running = WaitFor(ctx, id, "running", WaitSeconds(args));
+  auto running = WaitFor(ctx, id, v1::State::kRunning, WaitSeconds(args));
   if (!running) return Fail(running.error());
   note = "It is running and is now this session's default workspace: exec and the file tools "
          "use it when given no 'workspace'.";
   return WorkspaceResult(*running, note);
 }
 
-Result<ToolResult> List(ToolContext& ctx, const json& args) {
-  int limit = args.contains("limit") ? args["limit"].get<int>() : 100;
-  std::string filter;
+Result<v1::WorkspaceFilter> FilterFrom(const json& args) {
+  v1::WorkspaceFilter filter;
   if (args.contains("state")) {
-    filter += "&state=" + http::PercentEncode(args["state"].get<std::string>(), false);
+    std::string name = args["state"].get<std::string>();
+    filter.state = v1::StateFromName(name);
+    if (!filter.state) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("unknown state '{}' (creating, starting, running, stopping, "
+                              "stopped, hibernating, hibernated, deleting, error)",
+                              name));
+    }
   }
   if (args.contains("label")) {
-    filter += "&label=" + http::PercentEncode(args["label"].get<std::string>(), false);
-  }
-  auto api = ctx.Client();
-  json all = json::array();
-  std::string after;
-  bool more = false;
-  for (;;) {
-    int page = std::min(limit - static_cast<int>(all.size()), 100);
-    std::string target = fmt::format("/v1/workspaces?limit={}{}", page, filter);
-    if (!after.empty()) target += "&after=" + http::PercentEncode(after, false);
-    auto answer = api.Json(verb::get, target);
-    if (!answer) return Fail(answer.error());
-    if (!answer->contains("workspaces") || !(*answer)["workspaces"].is_array()) {
-      return Fail(ErrorCode::kInternal, "berthd's workspace list has no 'workspaces'");
+    std::string label = args["label"].get<std::string>();
+    auto eq = label.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Fail(ErrorCode::kInvalidArgument, "label filters are KEY=VALUE");
     }
-    for (auto& ws : (*answer)["workspaces"]) all.push_back(std::move(ws));
-    after = Str(*answer, "next");
-    more = !after.empty();
-    if (!more || static_cast<int>(all.size()) >= limit) break;
+    filter.labels.emplace_back(label.substr(0, eq), label.substr(eq + 1));
   }
+  return filter;
+}
+
+Result<ToolResult> List(ToolContext& ctx, const json& args) {
+  int limit = args.contains("limit") ? args["limit"].get<int>() : 100;
+  auto filter = FilterFrom(args);
+  if (!filter) return Fail(filter.error());
+  bool filtered = filter->state || !filter->labels.empty();
+  auto listed = ctx.backend().ListWorkspaces(*filter, static_cast<size_t>(limit),
+                                             ToolContext::CallDeadline());
+  if (!listed) return Fail(listed.error());
+  const auto& all = listed->workspaces;
   std::string chosen = ctx.state().default_workspace();
   std::string text;
   if (all.empty()) {
-    text = "No workspaces" + std::string(filter.empty() ? "" : " match") +
+    text = "No workspaces" + std::string(filtered ? " match" : "") +
            ". Create one with workspace_create.\n";
   } else {
     text = fmt::format("{} workspace{}{}:\n", all.size(), all.size() == 1 ? "" : "s",
-                       more ? " (more exist: raise 'limit' or filter by 'state'/'label')" : "");
+                       listed->more ? " (more exist: raise 'limit' or filter by 'state'/'label')"
+                                    : "");
     for (const auto& ws : all) {
-      bool is_default = !chosen.empty() && (chosen == Str(ws, "id") || chosen == Str(ws, "name"));
+      bool is_default = !chosen.empty() && (chosen == ws.id || chosen == ws.name);
       text += fmt::format("- {}{}\n", Summary(ws), is_default ? " [session default]" : "");
     }
   }
   text += chosen.empty() ? "No default workspace is chosen for this session (workspace_use)."
                          : fmt::format("Session default workspace: {}", chosen);
+  json items = json::array();
+  for (const auto& ws : all) items.push_back(v1::ToJson(ws));
   json structured = json::object();
-  structured["workspaces"] = all;
-  structured["more"] = more;
+  structured["workspaces"] = std::move(items);
+  structured["more"] = listed->more;
   structured["default_workspace"] = chosen.empty() ? json(nullptr) : json(chosen);
   return ToolResult::Text(std::move(text), structured);
 }
@@ -187,40 +192,38 @@ Result<ToolResult> GetTool(ToolContext& ctx, const json& args) {
 Result<ToolResult> Start(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  auto api = ctx.Client();
-  auto started = api.Json(verb::post, ToolContext::Scope(*ws) + "/start");
+  auto started = ctx.backend().StartWorkspace(*ws, ToolContext::CallDeadline());
   if (!started) {
     // Starting a running workspace is not worth an error for the model.
     auto current = Get(ctx, *ws);
-    if (current && Str(*current, "state") == "running") {
+    if (current && current->state == v1::State::kRunning) {
       return WorkspaceResult(*current, "It was already running.");
     }
     return Fail(started.error());
   }
   if (!Flag(args, "wait", true)) return WorkspaceResult(*started, "It is starting.");
-  auto running = WaitFor(ctx, *ws, "running", WaitSeconds(args));
+  auto running = WaitFor(ctx, *ws, v1::State::kRunning, WaitSeconds(args));
   if (!running) return Fail(running.error());
   return WorkspaceResult(*running, "It is running.");
 }
 
-// stop and hibernate: POST the transition, optionally wait for where it lands.
-Result<ToolResult> Transition(ToolContext& ctx, const json& args, std::string_view action,
-                              std::string_view final_state, json body) {
+// stop and hibernate: ask for the transition, optionally wait for where it lands.
+Result<ToolResult> Transition(ToolContext& ctx, const json& args, v1::State final_state,
+                              const std::function<Result<v1::Workspace>(const std::string&)>& act) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  auto api = ctx.Client();
-  auto answer = api.Json(verb::post, fmt::format("{}/{}", ToolContext::Scope(*ws), action),
-                         body.empty() ? std::nullopt : std::optional<json>(body));
+  auto answer = act(*ws);
+  std::string_view final_name = v1::StateName(final_state);
   if (!answer) {
     auto current = Get(ctx, *ws);
-    if (current && Str(*current, "state") == final_state) {
-      return WorkspaceResult(*current, fmt::format("It was already {}.", final_state));
+    if (current && current->state == final_state) {
+      return WorkspaceResult(*current, fmt::format("It was already {}.", final_name));
     }
     return Fail(answer.error());
   }
   if (!Flag(args, "wait", false)) {
     return WorkspaceResult(*answer, fmt::format("It will be {} shortly (pass wait to wait for it).",
-                                                final_state));
+                                                final_name));
   }
   auto done = WaitFor(ctx, *ws, final_state, WaitSeconds(args));
   if (!done) return Fail(done.error());
@@ -228,24 +231,25 @@ Result<ToolResult> Transition(ToolContext& ctx, const json& args, std::string_vi
 }
 
 Result<ToolResult> Stop(ToolContext& ctx, const json& args) {
-  json body = json::object();
-  if (Flag(args, "force", false)) body["force"] = true;
-  return Transition(ctx, args, "stop", "stopped", body);
+  bool force = Flag(args, "force", false);
+  return Transition(ctx, args, v1::State::kStopped, [&](const std::string& ws) {
+    return ctx.backend().StopWorkspace(ws, force, ToolContext::CallDeadline());
+  });
 }
 
 Result<ToolResult> Hibernate(ToolContext& ctx, const json& args) {
-  return Transition(ctx, args, "hibernate", "hibernated", json::object());
+  return Transition(ctx, args, v1::State::kHibernated, [&](const std::string& ws) {
+    return ctx.backend().HibernateWorkspace(ws, ToolContext::CallDeadline());
+  });
 }
 
 Result<ToolResult> Delete(ToolContext& ctx, const json& args) {
   std::string ws = args["workspace"].get<std::string>();
-  auto api = ctx.Client();
-  auto answer = api.Json(verb::delete_, ToolContext::Scope(ws));
+  auto answer = ctx.backend().DeleteWorkspace(ws, ToolContext::CallDeadline());
   if (!answer) return Fail(answer.error());
-  ctx.state().ForgetWorkspace(Str(*answer, "id"), Str(*answer, "name"));
+  ctx.state().ForgetWorkspace(answer->id, answer->name);
   ctx.state().ForgetWorkspace(ws, ws);
-  return WorkspaceResult(*answer,
-                         "It is being deleted with its disks; this cannot be undone.");
+  return WorkspaceResult(*answer, "It is being deleted with its disks; this cannot be undone.");
 }
 
 Result<ToolResult> Use(ToolContext& ctx, const json& args) {
@@ -253,7 +257,7 @@ Result<ToolResult> Use(ToolContext& ctx, const json& args) {
   auto got = Get(ctx, ws);
   if (!got) return Fail(got.error());
   // The id, not the name: it still names the same workspace if the workspace is renamed.
-  ctx.state().set_default_workspace(Str(*got, "id"));
+  ctx.state().set_default_workspace(got->id);
   return WorkspaceResult(*got,
                          "This session now uses it by default: exec, the process, file and "
                          "port tools act on it when given no 'workspace'.");
@@ -282,6 +286,9 @@ std::vector<Tool> WorkspaceTools() {
   create["idle_action"] = schema::String("What happens when idle: 'stop' (default) or "
                                          "'hibernate' (keeps running processes).");
   create["idle_action"]["enum"] = {"stop", "hibernate"};
+  create["max_runtime"] = schema::Integer(
+      "Seconds it may run before it is stopped, whatever keeps it busy (default: no limit).",
+      kMinMaxRuntime, kMaxMaxRuntime);
   create["auto_start"] = schema::Boolean(
       "Start the workspace automatically when a call needs it (default true).");
   create["env"] = StringMap("Environment variables for every command run in it.");

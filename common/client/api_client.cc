@@ -7,6 +7,9 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <thread>
+
 namespace berth::client {
 namespace {
 
@@ -49,7 +52,7 @@ Task<Result<std::unique_ptr<http::Stream>>> Dial(const Endpoint& endpoint,
   auto ep = endpoint.ToAsio();
   if (!ep) co_return Fail(ep.error());
   auto stream = std::make_unique<http::Stream>(co_await asio::this_coro::executor);
-  stream->expires_after(options.connect_timeout);
+  stream->expires_after(StepTimeout(options.connect_timeout, options.deadline));
   auto [ec] = co_await stream->async_connect(*ep, kTuple);
   if (ec) co_return Fail(IoError(ec, fmt::format("connect {}", endpoint.ToString())));
   if (endpoint.kind == Endpoint::Kind::kTcp) {
@@ -62,6 +65,43 @@ Task<Result<std::unique_ptr<http::Stream>>> Dial(const Endpoint& endpoint,
 std::string HostHeader(const Endpoint& endpoint) {
   return endpoint.kind == Endpoint::Kind::kTcp ? fmt::format("{}:{}", endpoint.host, endpoint.port)
                                                : std::string("berth");
+}
+
+// How long one read or write may take: io_timeout, cut to what is left of the deadline.
+std::chrono::milliseconds IoStep(const ClientOptions& options) {
+  return StepTimeout(options.io_timeout, options.deadline);
+}
+
+// How long the response header may take: with a deadline, all that is left of it (the server
+// may hold the request on purpose); without one, io_timeout.
+std::chrono::milliseconds HeaderStep(const ClientOptions& options) {
+  return options.deadline == kNoDeadline ? options.io_timeout : Remaining(options.deadline);
+}
+
+// Retry-After as delta seconds; nullopt for an HTTP date or anything else.
+std::optional<std::chrono::seconds> RetryAfter(std::string_view value) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+  if (value.empty() || value.size() > 6 ||
+      value.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return std::chrono::seconds(std::stoll(std::string(value)));
+}
+
+// Whether a 503 with this Retry-After should be waited out now: the deadline must leave room
+// for the wait and a little more for the call itself.
+std::optional<std::chrono::milliseconds> RetryDelay(const ClientOptions& options, int status,
+                                                     std::string_view retry_after) {
+  if (!options.retry_unavailable || status != 503) return std::nullopt;
+  auto delay = RetryAfter(retry_after);
+  if (!delay) return std::nullopt;
+  // berthd says 1-5 s; a longer answer is waited out in steps of this, asking again each time.
+  constexpr std::chrono::milliseconds kMaxStep{5000};
+  constexpr std::chrono::milliseconds kMinStep{100};
+  auto wait = std::clamp<std::chrono::milliseconds>(*delay, kMinStep, kMaxStep);
+  if (Remaining(options.deadline) <= wait + kMinStep) return std::nullopt;
+  return wait;
 }
 
 Response ToResponse(const bhttp::response_header<>& header) {
@@ -108,21 +148,10 @@ Result<Response> ApiClient::Request(bhttp::verb method, std::string_view target,
                                     std::string_view body, std::string_view content_type,
                                     const Headers& headers) {
   Response out;
-  std::string owned(body);
-  auto status = Stream(
-      method, target,
-      [&] {
-        Headers h = headers;
-        if (!content_type.empty()) h.emplace_back("Content-Type", std::string(content_type));
-        return h;
-      }(),
-      [&, offset = size_t{0}](char* buf, size_t size) mutable -> Result<size_t> {
-        size_t n = std::min(size, owned.size() - offset);
-        std::memcpy(buf, owned.data() + offset, n);
-        offset += n;
-        return n;
-      },
-      owned.size(),
+  Headers all = headers;
+  if (!content_type.empty()) all.emplace_back("Content-Type", std::string(content_type));
+  auto status = StreamBuffered(
+      method, target, all, body,
       [&](std::string_view data) -> Status {
         if (out.body.size() + data.size() > options_.max_response_bytes) {
           return Fail(ErrorCode::kTooLarge, "response is over the client's limit");
@@ -163,165 +192,215 @@ Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Head
                          const BodySource& source, std::optional<uint64_t> length,
                          const BodySink& sink,
                          const std::function<void(const Response&)>& on_status) {
-  asio::io_context io;
-  auto task = [&]() -> Task<Status> {
-    auto dialed = co_await Dial(endpoint_, options_);
-    if (!dialed) co_return Fail(dialed.error());
-    http::Stream& stream = **dialed;
+  // A body from a caller's source cannot be sent twice; no body at all can.
+  bool replayable = !source || (length && *length == 0);
+  SourceFactory make_source = [&source]() { return source; };
+  return StreamAttempts(method, target, headers, make_source, replayable, length, sink,
+                        on_status);
+}
 
-    bhttp::request<bhttp::empty_body> req{method, std::string(target), 11};
-    req.set(bhttp::field::host, HostHeader(endpoint_));
-    req.set(bhttp::field::user_agent, "berth-client/" BERTH_VERSION);
-    if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
-    for (const auto& [k, v] : headers) req.set(k, v);
-    req.keep_alive(false);
-    bool has_body = source && (!length || *length > 0);
-    if (length) {
-      if (*length > 0 || method == bhttp::verb::put || method == bhttp::verb::post) {
-        req.content_length(*length);
-      }
-    } else if (has_body) {
-      req.chunked(true);
-    }
-    bhttp::request_serializer<bhttp::empty_body> sr{req};
-    stream.expires_after(options_.io_timeout);
-    auto [ec, n] = co_await bhttp::async_write_header(stream, sr, kTuple);
-    std::optional<Error> send_error;
-    // A server that refuses early (busy, unauthenticated) may close before reading it all:
-    // on a failed write, still read the answer it sent.
-    if (ec) send_error = IoError(ec, "send request");
-    if (has_body && !send_error) {
-      std::vector<char> buf(256 * 1024);
-      uint64_t sent = 0;
-      for (;;) {
-        auto got = source(buf.data(), buf.size());
-        if (!got) co_return Fail(got.error());
-        if (*got == 0) break;
-        sent += *got;
-        stream.expires_after(options_.io_timeout);
-        boost::system::error_code wec;
-        if (length) {
-          std::tie(wec, n) =
-              co_await asio::async_write(stream, asio::buffer(buf.data(), *got), kTuple);
-        } else {
-          // Named: g++ 12 may destroy a temporary in a co_await expression twice.
-          auto chunk = bhttp::make_chunk(asio::buffer(buf.data(), *got));
-          std::tie(wec, n) = co_await asio::async_write(stream, chunk, kTuple);
-        }
-        if (wec) {
-          // The server may have answered early (an error) and closed: read that answer.
-          send_error = IoError(wec, "send request body");
-          break;
-        }
-      }
-      if (!send_error && length && sent != *length) {
-        co_return Fail(ErrorCode::kInvalidArgument,
-                       fmt::format("request body was {} bytes, not the {} announced", sent,
-                                   *length));
-      }
-      if (!send_error && !length) {
-        stream.expires_after(options_.io_timeout);
-        auto last = bhttp::make_chunk_last();
-        std::tie(ec, n) = co_await asio::async_write(stream, last, kTuple);
-        if (ec) send_error = IoError(ec, "send request body");
-      }
-    }
-
-    beast::flat_buffer buffer;
-    std::optional<bhttp::response_parser<bhttp::buffer_body>> holder;
-    do {
-      // Interim answers (100 Continue) are skipped: read until the real header.
-      holder.emplace();
-      holder->body_limit(boost::none);
-      holder->header_limit(64 * 1024);
-      if (method == bhttp::verb::head) holder->skip(true);
-      stream.expires_after(options_.io_timeout);
-      std::tie(ec, n) = co_await bhttp::async_read_header(stream, buffer, *holder, kTuple);
-    } while (!ec && holder->get().result_int() / 100 == 1);
-    auto& parser = *holder;
-    if (ec) {
-      if (send_error) co_return Fail(*send_error);
-      co_return Fail(IoError(ec, "read response"));
-    }
-    Response head = ToResponse(parser.get().base());
-    if (on_status) on_status(head);
-    bool ok = head.status >= 200 && head.status < 300;
-    std::string error_body;
-    std::vector<char> buf(256 * 1024);
-    // Beast reads at most the flat buffer's free capacity per syscall: give it 64 KiB.
-    buffer.reserve(buffer.size() + 64 * 1024);
-    while (!parser.is_done()) {
-      parser.get().body().data = buf.data();
-      parser.get().body().size = buf.size();
-      stream.expires_after(options_.io_timeout);
-      // read_some, not read: a streamed body (NDJSON events) must reach the sink as it
-      // arrives, not once 256 KiB have piled up.
-      std::tie(ec, n) = co_await bhttp::async_read_some(stream, buffer, parser, kTuple);
-      if (ec == bhttp::error::need_buffer) ec = {};
-      if (ec) co_return Fail(IoError(ec, "read response body"));
-      size_t got = buf.size() - parser.get().body().size;
-      if (got == 0) continue;
-      std::string_view data(buf.data(), got);
-      if (!ok) {
-        if (error_body.size() < 64 * 1024) error_body.append(data);
-        continue;
-      }
-      auto status = sink ? sink(data) : Status{};
-      if (!status) co_return status;
-    }
-    if (!ok) {
-      head.body = std::move(error_body);
-      if (on_status) on_status(head);
-      co_return Fail(ErrorFrom(head));
-    }
-    if (send_error) co_return Fail(*send_error);
-    beast::error_code ignored;
-    stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
-    co_return Status{};
+Status ApiClient::StreamBuffered(bhttp::verb method, std::string_view target,
+                                 const Headers& headers, std::string_view body,
+                                 const BodySink& sink,
+                                 const std::function<void(const Response&)>& on_status) {
+  // A fresh source per attempt, so a retried request sends its body from the start.
+  SourceFactory make_source = [body]() -> BodySource {
+    return [body, offset = size_t{0}](char* buf, size_t size) mutable -> Result<size_t> {
+      size_t n = std::min(size, body.size() - offset);
+      std::memcpy(buf, body.data() + offset, n);
+      offset += n;
+      return n;
+    };
   };
-  return RunSync(io, task());
+  return StreamAttempts(method, target, headers, make_source, /*replayable=*/true, body.size(),
+                        sink, on_status);
+}
+
+Status ApiClient::StreamAttempts(bhttp::verb method, std::string_view target,
+                                 const Headers& headers, const SourceFactory& make_source,
+                                 bool replayable, std::optional<uint64_t> length,
+                                 const BodySink& sink,
+                                 const std::function<void(const Response&)>& on_status) {
+  for (;;) {
+    std::optional<std::chrono::milliseconds> retry;
+    BodySource source = make_source();
+    asio::io_context io;
+    auto task = [&]() -> Task<Status> {
+      auto dialed = co_await Dial(endpoint_, options_);
+      if (!dialed) co_return Fail(dialed.error());
+      http::Stream& stream = **dialed;
+
+      bhttp::request<bhttp::empty_body> req{method, std::string(target), 11};
+      req.set(bhttp::field::host, HostHeader(endpoint_));
+      req.set(bhttp::field::user_agent, "berth-client/" BERTH_VERSION);
+      if (!token_.empty()) req.set(bhttp::field::authorization, "Bearer " + token_);
+      for (const auto& [k, v] : headers) req.set(k, v);
+      req.keep_alive(false);
+      bool has_body = source && (!length || *length > 0);
+      if (length) {
+        if (*length > 0 || method == bhttp::verb::put || method == bhttp::verb::post) {
+          req.content_length(*length);
+        }
+      } else if (has_body) {
+        req.chunked(true);
+      }
+      bhttp::request_serializer<bhttp::empty_body> sr{req};
+      stream.expires_after(IoStep(options_));
+      auto [ec, n] = co_await bhttp::async_write_header(stream, sr, kTuple);
+      std::optional<Error> send_error;
+      // A server that refuses early (busy, unauthenticated) may close before reading it all:
+      // on a failed write, still read the answer it sent.
+      if (ec) send_error = IoError(ec, "send request");
+      if (has_body && !send_error) {
+        std::vector<char> buf(256 * 1024);
+        uint64_t sent = 0;
+        for (;;) {
+          auto got = source(buf.data(), buf.size());
+          if (!got) co_return Fail(got.error());
+          if (*got == 0) break;
+          sent += *got;
+          stream.expires_after(IoStep(options_));
+          boost::system::error_code wec;
+          if (length) {
+            std::tie(wec, n) =
+                co_await asio::async_write(stream, asio::buffer(buf.data(), *got), kTuple);
+          } else {
+            // Named: g++ 12 may destroy a temporary in a co_await expression twice.
+            auto chunk = bhttp::make_chunk(asio::buffer(buf.data(), *got));
+            std::tie(wec, n) = co_await asio::async_write(stream, chunk, kTuple);
+          }
+          if (wec) {
+            // The server may have answered early (an error) and closed: read that answer.
+            send_error = IoError(wec, "send request body");
+            break;
+          }
+        }
+        if (!send_error && length && sent != *length) {
+          co_return Fail(ErrorCode::kInvalidArgument,
+                         fmt::format("request body was {} bytes, not the {} announced", sent,
+                                     *length));
+        }
+        if (!send_error && !length) {
+          stream.expires_after(IoStep(options_));
+          auto last = bhttp::make_chunk_last();
+          std::tie(ec, n) = co_await asio::async_write(stream, last, kTuple);
+          if (ec) send_error = IoError(ec, "send request body");
+        }
+      }
+
+      beast::flat_buffer buffer;
+      std::optional<bhttp::response_parser<bhttp::buffer_body>> holder;
+      do {
+        // Interim answers (100 Continue) are skipped: read until the real header.
+        holder.emplace();
+        holder->body_limit(boost::none);
+        holder->header_limit(64 * 1024);
+        if (method == bhttp::verb::head) holder->skip(true);
+        stream.expires_after(HeaderStep(options_));
+        std::tie(ec, n) = co_await bhttp::async_read_header(stream, buffer, *holder, kTuple);
+      } while (!ec && holder->get().result_int() / 100 == 1);
+      auto& parser = *holder;
+      if (ec) {
+        if (send_error) co_return Fail(*send_error);
+        co_return Fail(IoError(ec, "read response"));
+      }
+      Response head = ToResponse(parser.get().base());
+      if (replayable && !send_error) {
+        retry = RetryDelay(options_, head.status, head.Header("Retry-After"));
+        // Waking up: nothing of this answer reaches the caller; the request goes again.
+        if (retry) co_return Fail(ErrorCode::kUnavailable, "retry");
+      }
+      if (on_status) on_status(head);
+      bool ok = head.status >= 200 && head.status < 300;
+      std::string error_body;
+      std::vector<char> buf(256 * 1024);
+      // Beast reads at most the flat buffer's free capacity per syscall: give it 64 KiB.
+      buffer.reserve(buffer.size() + 64 * 1024);
+      while (!parser.is_done()) {
+        parser.get().body().data = buf.data();
+        parser.get().body().size = buf.size();
+        stream.expires_after(IoStep(options_));
+        // read_some, not read: a streamed body (NDJSON events) must reach the sink as it
+        // arrives, not once 256 KiB have piled up.
+        std::tie(ec, n) = co_await bhttp::async_read_some(stream, buffer, parser, kTuple);
+        if (ec == bhttp::error::need_buffer) ec = {};
+        if (ec) co_return Fail(IoError(ec, "read response body"));
+        size_t got = buf.size() - parser.get().body().size;
+        if (got == 0) continue;
+        std::string_view data(buf.data(), got);
+        if (!ok) {
+          if (error_body.size() < 64 * 1024) error_body.append(data);
+          continue;
+        }
+        auto status = sink ? sink(data) : Status{};
+        if (!status) co_return status;
+      }
+      if (!ok) {
+        head.body = std::move(error_body);
+        if (on_status) on_status(head);
+        co_return Fail(ErrorFrom(head));
+      }
+      if (send_error) co_return Fail(*send_error);
+      beast::error_code ignored;
+      stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
+      co_return Status{};
+    };
+    auto status = RunSync(io, task());
+    if (!retry) return status;
+    std::this_thread::sleep_for(*retry);
+  }
 }
 
 Result<std::unique_ptr<WebSocketConnection>> ApiClient::OpenWebSocket(std::string_view target,
                                                                       const Headers& headers) {
-  std::unique_ptr<WebSocketConnection> conn(new WebSocketConnection());
-  conn->io_ = std::make_unique<asio::io_context>();
-  conn->io_timeout_ = options_.io_timeout;
-  auto task = [&]() -> Task<Status> {
-    auto dialed = co_await Dial(endpoint_, options_);
-    if (!dialed) co_return Fail(dialed.error());
-    (*dialed)->expires_never();
-    auto ws = std::make_unique<http::WebSocket>(std::move(**dialed));
-    ws->set_option(http::websocket::stream_base::timeout{
-        std::chrono::duration_cast<std::chrono::seconds>(options_.connect_timeout),
-        std::chrono::seconds(300), true});
-    ws->read_message_max(64u << 20);
-    std::string token = token_;
-    ws->set_option(http::websocket::stream_base::decorator(
-        [token, headers](http::websocket::request_type& req) {
-          req.set(bhttp::field::user_agent, "berth-client/" BERTH_VERSION);
-          if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
-          for (const auto& [k, v] : headers) req.set(k, v);
-        }));
-    http::websocket::response_type res;
-    std::string host = HostHeader(endpoint_);
-    std::string path(target);
-    auto [ec] = co_await ws->async_handshake(res, host, path, kTuple);
-    if (ec) {
-      if (res.result_int() != 0 && res.result_int() != 101) {
-        Response r;
-        r.status = static_cast<int>(res.result_int());
-        r.body = res.body();
-        co_return Fail(ErrorFrom(r));
+  for (;;) {
+    std::optional<std::chrono::milliseconds> retry;
+    std::unique_ptr<WebSocketConnection> conn(new WebSocketConnection());
+    conn->io_ = std::make_unique<asio::io_context>();
+    conn->io_timeout_ = options_.io_timeout;
+    auto task = [&]() -> Task<Status> {
+      auto dialed = co_await Dial(endpoint_, options_);
+      if (!dialed) co_return Fail(dialed.error());
+      (*dialed)->expires_never();
+      auto ws = std::make_unique<http::WebSocket>(std::move(**dialed));
+      // The handshake's answer may wait for a workspace to wake, as any request's header.
+      auto handshake = options_.deadline == kNoDeadline
+                           ? options_.connect_timeout
+                           : std::max(options_.connect_timeout, HeaderStep(options_));
+      ws->set_option(http::websocket::stream_base::timeout{
+          std::chrono::duration_cast<std::chrono::seconds>(handshake), std::chrono::seconds(300),
+          true});
+      ws->read_message_max(64u << 20);
+      std::string token = token_;
+      ws->set_option(http::websocket::stream_base::decorator(
+          [token, headers](http::websocket::request_type& req) {
+            req.set(bhttp::field::user_agent, "berth-client/" BERTH_VERSION);
+            if (!token.empty()) req.set(bhttp::field::authorization, "Bearer " + token);
+            for (const auto& [k, v] : headers) req.set(k, v);
+          }));
+      http::websocket::response_type res;
+      std::string host = HostHeader(endpoint_);
+      std::string path(target);
+      auto [ec] = co_await ws->async_handshake(res, host, path, kTuple);
+      if (ec) {
+        if (res.result_int() != 0 && res.result_int() != 101) {
+          retry = RetryDelay(options_, static_cast<int>(res.result_int()),
+                             std::string_view(res[bhttp::field::retry_after]));
+          Response r;
+          r.status = static_cast<int>(res.result_int());
+          r.body = res.body();
+          co_return Fail(ErrorFrom(r));
+        }
+        co_return Fail(IoError(ec, "websocket handshake"));
       }
-      co_return Fail(IoError(ec, "websocket handshake"));
-    }
-    conn->ws_ = std::move(ws);
-    co_return Status{};
-  };
-  auto status = RunSync(*conn->io_, task());
-  if (!status) return Fail(status.error());
-  return conn;
+      conn->ws_ = std::move(ws);
+      co_return Status{};
+    };
+    auto status = RunSync(*conn->io_, task());
+    if (status) return conn;
+    if (!retry) return Fail(status.error());
+    std::this_thread::sleep_for(*retry);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

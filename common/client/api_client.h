@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/deadline.h"
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "common/http/types.h"
@@ -29,6 +30,17 @@ struct ClientOptions {
   std::chrono::milliseconds io_timeout{120'000};
   // Cap for responses read whole (JSON answers, captured output).
   size_t max_response_bytes = 256u << 20;
+  // The whole call (connect, retries, every read and write) ends by then: each step's timeout
+  // is cut to what is left, and past it the call fails with deadline_exceeded. The wait for
+  // the response header is bounded by the deadline alone, not by io_timeout: a server may
+  // rightly hold a request that long (POST …/wait, a request that wakes a workspace, an exec
+  // answered when it ends). kNoDeadline: only the step timeouts apply.
+  Deadline deadline = kNoDeadline;
+  // A 503 with `Retry-After: N` (berthd waking a workspace without holding the request) is
+  // waited out and the request sent again, while the deadline leaves time for it. Only
+  // requests that can be sent again are retried: Request(), Json(), Stream() without a body,
+  // OpenWebSocket(). Off by default: only berthd's workspace routes mean this by a 503.
+  bool retry_unavailable = false;
 };
 
 struct Response {
@@ -95,6 +107,11 @@ class ApiClient {
   Status Stream(http::bhttp::verb method, std::string_view target, const Headers& headers,
                 const BodySource& source, std::optional<uint64_t> length, const BodySink& sink,
                 const std::function<void(const Response&)>& on_status = {});
+  // Stream() for a request whose whole body is in memory (`body`, Content-Length): such a
+  // request can be sent again, so a 503 with Retry-After is retried (see ClientOptions).
+  Status StreamBuffered(http::bhttp::verb method, std::string_view target, const Headers& headers,
+                        std::string_view body, const BodySink& sink,
+                        const std::function<void(const Response&)>& on_status = {});
   // Opens a WebSocket on `target`.
   Result<std::unique_ptr<WebSocketConnection>> OpenWebSocket(std::string_view target,
                                                              const Headers& headers = {});
@@ -103,6 +120,13 @@ class ApiClient {
   static Error ErrorFrom(const Response& response);
 
  private:
+  // One BodySource per attempt: a retried request starts its body again.
+  using SourceFactory = std::function<BodySource()>;
+  Status StreamAttempts(http::bhttp::verb method, std::string_view target, const Headers& headers,
+                        const SourceFactory& make_source, bool replayable,
+                        std::optional<uint64_t> length, const BodySink& sink,
+                        const std::function<void(const Response&)>& on_status);
+
   Endpoint endpoint_;
   std::string token_;
   ClientOptions options_;

@@ -31,18 +31,11 @@ Result<std::optional<protocol::ExitStatus>> StreamEvents(ApiClient& client, verb
     if (event->type == ExecEvent::Type::kError) return Fail(*event->error);
     return on_event ? on_event(*event) : Status{};
   });
-  size_t sent = 0;
   Headers headers = {{"Accept", "application/x-ndjson"}};
   if (!body.empty()) headers.emplace_back("Content-Type", "application/json");
-  auto status = client.Stream(
-      method, target, headers,
-      [&](char* buf, size_t size) -> Result<size_t> {
-        size_t n = std::min(size, body.size() - sent);
-        std::memcpy(buf, body.data() + sent, n);
-        sent += n;
-        return n;
-      },
-      body.size(), [&](std::string_view data) { return splitter.Feed(data); });
+  // Buffered: the request can be sent again if berthd answers that the workspace is waking.
+  auto status = client.StreamBuffered(method, target, headers, body,
+                                      [&](std::string_view data) { return splitter.Feed(data); });
   if (!status) return Fail(status.error());
   if (auto finished = splitter.Finish(); !finished) return Fail(finished.error());
   return end;

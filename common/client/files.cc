@@ -169,6 +169,20 @@ Result<protocol::FileInfo> Upload(ApiClient& client, std::string_view scope,
   return protocol::FileInfoFromJson(*json);
 }
 
+Result<protocol::FileInfo> UploadBytes(ApiClient& client, std::string_view scope,
+                                       const std::string& remote_path, std::string_view data,
+                                       const UploadOptions& options) {
+  std::string answer;
+  auto status = client.StreamBuffered(
+      verb::put, FilesTarget(scope, remote_path, UploadQuery(options), options.user),
+      {{"Content-Type", "application/octet-stream"}}, data, Collect(answer));
+  if (!status) return Fail(status.error());
+  if (options.progress) options.progress(data.size(), data.size());
+  auto json = ParseAnswer(answer);
+  if (!json) return Fail(json.error());
+  return protocol::FileInfoFromJson(*json);
+}
+
 Result<protocol::FileInfo> UploadFile(ApiClient& client, std::string_view scope,
                                       const std::string& local_path, const std::string& remote_path,
                                       const UploadOptions& options) {

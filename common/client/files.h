@@ -47,6 +47,11 @@ std::string FilesTarget(std::string_view scope, std::string_view path,
 Result<protocol::FileInfo> Upload(ApiClient& client, std::string_view scope,
                                   const std::string& remote_path, const BodySource& source,
                                   std::optional<uint64_t> length, const UploadOptions& options = {});
+// PUT of bytes in memory. Unlike a streamed upload it can be sent again, so a workspace that
+// berthd answers as waking (503, Retry-After) is waited for (ClientOptions::retry_unavailable).
+Result<protocol::FileInfo> UploadBytes(ApiClient& client, std::string_view scope,
+                                       const std::string& remote_path, std::string_view data,
+                                       const UploadOptions& options = {});
 // PUT of a local file.
 Result<protocol::FileInfo> UploadFile(ApiClient& client, std::string_view scope,
                                       const std::string& local_path, const std::string& remote_path,

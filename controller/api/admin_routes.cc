@@ -14,9 +14,13 @@ using http::bhttp::verb;
 
 http::Task<void> Me(ApiContext&, http::Exchange& ex) {
   auto p = PrincipalOf(ex);
-  nlohmann::json body = {
-      {"tenant", {{"id", p.tenant_id}, {"name", p.tenant_name}}},
-      {"key", {{"id", p.key_id}, {"prefix", p.key_prefix}, {"scope", ScopeName(p.scope)}}}};
+  v1::Me me;
+  me.tenant_id = p.tenant_id;
+  me.tenant_name = p.tenant_name;
+  me.key_id = p.key_id;
+  me.key_prefix = p.key_prefix;
+  me.scope = v1::ScopeFromName(ScopeName(p.scope)).value_or(v1::Scope::kRead);
+  auto body = v1::ToJson(me);
   co_await ex.SendJson(status::ok, body);
 }
 
@@ -51,9 +55,9 @@ http::Task<void> ListTenants(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(tenants.error());
     co_return;
   }
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& t : *tenants) list.push_back(TenantJson(t));
-  nlohmann::json body = {{"tenants", list}};
+  std::vector<v1::Tenant> list;
+  for (const auto& t : *tenants) list.push_back(TenantWire(t));
+  auto body = v1::TenantListJson(list);
   co_await ex.SendJson(status::ok, body);
 }
 
@@ -87,9 +91,11 @@ http::Task<void> CreateKey(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(made.error());
     co_return;
   }
-  auto out = KeyJson(made->first.record);
-  out["key"] = made->first.secret;
-  out["tenant_name"] = made->second.name;
+  v1::NewKey key;
+  key.record = KeyWire(made->first.record);
+  key.secret = made->first.secret;
+  key.tenant_name = made->second.name;
+  auto out = v1::ToJson(key);
   co_await ex.SendJson(status::created, out);
 }
 
@@ -109,9 +115,9 @@ http::Task<void> ListKeys(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(keys.error());
     co_return;
   }
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& k : *keys) list.push_back(KeyJson(k));
-  nlohmann::json body = {{"keys", list}};
+  std::vector<v1::ApiKey> list;
+  for (const auto& k : *keys) list.push_back(KeyWire(k));
+  auto body = v1::KeyListJson(list);
   co_await ex.SendJson(status::ok, body);
 }
 

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/v1/admin.h"
+
 namespace berth::api {
 
 using http::bhttp::status;
@@ -39,10 +41,12 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
     : options_(std::move(options)), ctx_{pool, store, service, auth, options_, agent_connections_} {
   // What runs the guests is no secret, and operators and tests want to see it at a glance.
   router_.Add(verb::get, "/v1/health", [this](http::Exchange& ex) -> http::Task<void> {
-    nlohmann::json body = {{"status", "ok"},
-                           {"version", BERTH_VERSION},
-                           {"accel", ctx_.service.kvm() ? "kvm" : "tcg"},
-                           {"transport", std::string(ctx_.service.transport().name())}};
+    v1::Health health;
+    health.status = "ok";
+    health.version = BERTH_VERSION;
+    health.accel = ctx_.service.kvm() ? "kvm" : "tcg";
+    health.transport = std::string(ctx_.service.transport().name());
+    auto body = v1::ToJson(health);
     co_await ex.SendJson(status::ok, body);
   });
   AddAdminRoutes(router_, ctx_);

@@ -1,87 +1,125 @@
 #include "controller/api/json.h"
 
-#include <ctime>
-
-#include <fmt/format.h>
-
-#include "common/protocol/ports.h"
-#include "controller/workspace/request.h"
+#include "common/v1/time.h"
 
 namespace berth::api {
+namespace {
 
-std::string IsoTime(int64_t unix_seconds) {
-  return protocol::Iso8601(std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
+// The store keeps env and labels as JSON objects of strings (validated on the way in).
+v1::StringMap StringMapOf(const nlohmann::json& object) {
+  v1::StringMap out;
+  if (!object.is_object()) return out;
+  for (const auto& [k, v] : object.items()) {
+    out.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return out;
 }
+
+}  // namespace
+
+std::string IsoTime(int64_t unix_seconds) { return v1::FormatTime(unix_seconds); }
 
 nlohmann::json IsoOrNull(const std::optional<int64_t>& unix_seconds) {
-  return unix_seconds ? nlohmann::json(IsoTime(*unix_seconds)) : nlohmann::json(nullptr);
+  return v1::TimeOrNull(unix_seconds);
 }
 
-Result<int64_t> ParseTime(std::string_view text) {
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos &&
-      text.size() <= 12) {
-    return std::stoll(std::string(text));
+Result<int64_t> ParseTime(std::string_view text) { return v1::ParseTimeArgument(text); }
+
+v1::State StateWire(workspace::State state) {
+  using workspace::State;
+  // A switch, not names: a new state fails to compile here until the wire knows it.
+  switch (state) {
+    case State::kCreating: return v1::State::kCreating;
+    case State::kStarting: return v1::State::kStarting;
+    case State::kRunning: return v1::State::kRunning;
+    case State::kStopping: return v1::State::kStopping;
+    case State::kStopped: return v1::State::kStopped;
+    case State::kHibernating: return v1::State::kHibernating;
+    case State::kHibernated: return v1::State::kHibernated;
+    case State::kDeleting: return v1::State::kDeleting;
+    case State::kError: return v1::State::kError;
   }
-  std::tm tm{};
-  std::string s(text);
-  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (end == nullptr || (*end != 'Z' && *end != '\0') || (*end == 'Z' && end[1] != '\0')) {
-    return Fail(ErrorCode::kInvalidArgument,
-                fmt::format("'{}' is not a time (ISO 8601 UTC like 2026-01-31T12:00:00Z, or unix seconds)", text));
+  return v1::State::kError;
+}
+
+v1::Workspace WorkspaceWire(const workspace::Workspace& ws,
+                            const std::optional<workspace::AwakeInfo>& awake) {
+  v1::Workspace out;
+  out.id = ws.id;
+  out.name = ws.name;
+  out.tenant = ws.tenant_id;
+  out.image = ws.image;
+  out.image_version = ws.image_version;
+  out.size = ws.size;
+  out.cpus = ws.vcpus;
+  out.memory_mib = ws.memory_mib;
+  out.disk_gib = ws.disk_gib;
+  out.idle_timeout = ws.idle_timeout_s;
+  out.idle_action = ws.idle_action == workspace::IdleAction::kHibernate
+                        ? v1::IdleAction::kHibernate
+                        : v1::IdleAction::kStop;
+  out.max_runtime = ws.max_runtime_s;
+  out.auto_start = ws.auto_start;
+  out.env = StringMapOf(ws.env);
+  out.labels = StringMapOf(ws.labels);
+  out.state = StateWire(ws.state);
+  out.error = ws.error;
+  out.transport = ws.transport;
+  out.created_at = ws.created_at;
+  out.updated_at = ws.updated_at;
+  out.started_at = ws.started_at;
+  out.last_active_at = ws.last_active_at;
+  if (awake && ws.state == workspace::State::kRunning) {
+    v1::Awake wire;
+    wire.reasons = awake->reasons;
+    wire.idle_at = awake->idle_at;
+    out.awake = std::move(wire);
   }
-  return static_cast<int64_t>(timegm(&tm));
+  return out;
+}
+
+v1::Tenant TenantWire(const store::Tenant& t) {
+  v1::Tenant out;
+  out.id = t.id;
+  out.name = t.name;
+  out.created_at = t.created_at;
+  return out;
+}
+
+v1::ApiKey KeyWire(const store::ApiKey& k) {
+  v1::ApiKey out;
+  out.id = k.id;
+  out.tenant = k.tenant_id;
+  out.prefix = k.prefix;
+  // The store holds the scope the Authenticator wrote ("admin" | "write" | "read").
+  out.scope = v1::ScopeFromName(k.scope).value_or(v1::Scope::kRead);
+  out.name = k.name;
+  out.created_at = k.created_at;
+  out.last_used_at = k.last_used_at;
+  out.revoked_at = k.revoked_at;
+  return out;
+}
+
+v1::Event EventWire(const store::Event& e) {
+  v1::Event out;
+  out.id = e.id;
+  out.workspace = e.workspace_id;
+  out.at = e.at;
+  out.type = e.type;
+  out.message = e.message;
+  out.data = e.data.is_object() ? e.data : nlohmann::json::object();
+  return out;
 }
 
 nlohmann::json WorkspaceJson(const workspace::Workspace& ws,
                              const std::optional<workspace::AwakeInfo>& awake) {
-  nlohmann::json j = {
-      {"id", ws.id},
-      {"name", ws.name},
-      {"tenant", ws.tenant_id},
-      {"image", ws.image},
-      {"image_version", ws.image_version},
-      {"size", ws.size ? nlohmann::json(*ws.size) : nlohmann::json(nullptr)},
-      {"cpus", ws.vcpus},
-      {"memory_mib", ws.memory_mib},
-      {"disk_gib", ws.disk_gib},
-      {"idle_timeout", ws.idle_timeout_s},
-      {"idle_action", workspace::IdleActionName(ws.idle_action)},
-      {"max_runtime", ws.max_runtime_s ? nlohmann::json(*ws.max_runtime_s) : nlohmann::json(nullptr)},
-      {"auto_start", ws.auto_start},
-      {"env", ws.env},
-      {"labels", ws.labels},
-      {"state", workspace::StateName(ws.state)},
-      {"error", ws.error ? nlohmann::json(*ws.error) : nlohmann::json(nullptr)},
-      {"transport", ws.transport},
-      {"created_at", IsoTime(ws.created_at)},
-      {"updated_at", IsoTime(ws.updated_at)},
-      {"started_at", IsoOrNull(ws.started_at)},
-      {"last_active_at", IsoOrNull(ws.last_active_at)},
-  };
-  if (awake && ws.state == workspace::State::kRunning) {
-    j["awake"] = {{"reasons", awake->reasons}, {"idle_at", IsoOrNull(awake->idle_at)}};
-  }
-  return j;
+  return v1::ToJson(WorkspaceWire(ws, awake));
 }
 
-nlohmann::json TenantJson(const store::Tenant& t) {
-  return {{"id", t.id}, {"name", t.name}, {"created_at", IsoTime(t.created_at)}};
-}
+nlohmann::json TenantJson(const store::Tenant& tenant) { return v1::ToJson(TenantWire(tenant)); }
 
-nlohmann::json KeyJson(const store::ApiKey& k) {
-  return {{"id", k.id},
-          {"tenant", k.tenant_id},
-          {"prefix", k.prefix},
-          {"scope", k.scope},
-          {"name", k.name},
-          {"created_at", IsoTime(k.created_at)},
-          {"last_used_at", IsoOrNull(k.last_used_at)},
-          {"revoked_at", IsoOrNull(k.revoked_at)}};
-}
+nlohmann::json KeyJson(const store::ApiKey& key) { return v1::ToJson(KeyWire(key)); }
 
-nlohmann::json EventJson(const store::Event& e) {
-  return {{"id", e.id}, {"at", IsoTime(e.at)}, {"type", e.type}, {"message", e.message},
-          {"data", e.data}, {"workspace", e.workspace_id}};
-}
+nlohmann::json EventJson(const store::Event& event) { return v1::ToJson(EventWire(event)); }
 
 }  // namespace berth::api

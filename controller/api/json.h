@@ -1,12 +1,18 @@
-// The API's JSON shapes (docs/api.md) and the small parsers its routes share.
+// The API's answers (docs/api.md) built from the controller's records through the v1 wire types
+// of common/v1/ (the same types the CLI and MCP read them back with), and the small parsers
+// its routes share.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/v1/admin.h"
+#include "common/v1/events.h"
+#include "common/v1/workspace.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
 
@@ -18,6 +24,15 @@ nlohmann::json IsoOrNull(const std::optional<int64_t>& unix_seconds);
 // ISO 8601 UTC ("…Z") or unix seconds.
 Result<int64_t> ParseTime(std::string_view text);
 
+// The records as the API shows them. `awake` appears only while the workspace runs.
+v1::Workspace WorkspaceWire(const workspace::Workspace& ws,
+                            const std::optional<workspace::AwakeInfo>& awake = std::nullopt);
+v1::State StateWire(workspace::State state);
+v1::Tenant TenantWire(const store::Tenant& tenant);
+v1::ApiKey KeyWire(const store::ApiKey& key);
+v1::Event EventWire(const store::Event& event);
+
+// The same as JSON.
 nlohmann::json WorkspaceJson(const workspace::Workspace& ws,
                              const std::optional<workspace::AwakeInfo>& awake = std::nullopt);
 nlohmann::json TenantJson(const store::Tenant& tenant);

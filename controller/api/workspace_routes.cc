@@ -82,14 +82,13 @@ http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
   filter.after_id = ex.query().Get("after").value_or("");
   std::string tenant = PrincipalOf(ex).tenant_id;
   auto list = ctx.service.List(tenant, filter);
-  nlohmann::json next = nullptr;
+  v1::WorkspacePage page;
   if (list.size() > static_cast<size_t>(*limit)) {
     list.resize(static_cast<size_t>(*limit));
-    next = list.back().id;
+    page.next = list.back().id;
   }
-  nlohmann::json items = nlohmann::json::array();
-  for (const auto& ws : list) items.push_back(Present(ctx, ws));
-  nlohmann::json body = {{"workspaces", items}, {"next", next}};
+  for (const auto& ws : list) page.workspaces.push_back(WorkspaceWire(ws, ctx.service.Awake(ws.id)));
+  auto body = v1::ToJson(page);
   co_await ex.SendJson(status::ok, body);
 }
 
@@ -211,9 +210,9 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   if (!*follow) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& e : *events) list.push_back(EventJson(e));
-    nlohmann::json body = {{"events", list}};
+    std::vector<v1::Event> list;
+    for (const auto& e : *events) list.push_back(EventWire(e));
+    auto body = v1::EventListJson(list);
     co_await ex.SendJson(status::ok, body);
     co_return;
   }
@@ -238,7 +237,7 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     }
     if (!change) {
       if (changes->closed()) co_return;  // berthd is shutting down
-      std::string keepalive = "{\"type\":\"keepalive\"}\n";
+      std::string keepalive = std::string(v1::kKeepaliveLine) + "\n";
       if (!co_await ex.WriteChunk(keepalive)) co_return;
       continue;
     }
@@ -291,21 +290,21 @@ http::Task<void> Usage(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(rows.error());
     co_return;
   }
-  nlohmann::json list = nlohmann::json::array();
-  int64_t seconds = 0, vcpu_seconds = 0;
+  v1::Usage usage;
+  usage.from = from;
+  usage.to = to;
   for (const auto& [r, name] : *rows) {
-    list.push_back({{"workspace", r.workspace_id},
-                    {"name", name ? nlohmann::json(*name) : nlohmann::json(nullptr)},
-                    {"size", r.size ? nlohmann::json(*r.size) : nlohmann::json(nullptr)},
-                    {"seconds", r.seconds},
-                    {"vcpu_seconds", r.vcpu_seconds}});
-    seconds += r.seconds;
-    vcpu_seconds += r.vcpu_seconds;
+    v1::UsageRow row;
+    row.workspace = r.workspace_id;
+    row.name = name;
+    row.size = r.size;
+    row.seconds = r.seconds;
+    row.vcpu_seconds = r.vcpu_seconds;
+    usage.workspaces.push_back(std::move(row));
+    usage.total_seconds += r.seconds;
+    usage.total_vcpu_seconds += r.vcpu_seconds;
   }
-  nlohmann::json body = {{"from", IsoTime(from)},
-                         {"to", IsoTime(to)},
-                         {"workspaces", list},
-                         {"total", {{"seconds", seconds}, {"vcpu_seconds", vcpu_seconds}}}};
+  auto body = v1::ToJson(usage);
   co_await ex.SendJson(status::ok, body);
 }
 

@@ -28,10 +28,15 @@
 #include <boost/asio/io_context.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/http/url.h"
 #include "common/protocol/exec.h"
 #include "common/protocol/files.h"
+#include "common/v1/admin.h"
+#include "common/v1/events.h"
+#include "common/v1/time.h"
+#include "common/v1/workspace.h"
 #include "common/protocol/ports.h"
 #include "guest-agent/activity.h"
 #include "guest-agent/agent.h"
@@ -180,6 +185,18 @@ void FuzzJson(const nlohmann::json& j) {
   (void)protocol::LeaseFromJson(j);
   if (auto r = protocol::ExecRequest::FromJson(j)) (void)protocol::ExecRequest::FromJson(r->ToJson());
   if (auto r = protocol::SessionStart::FromJson(j)) (void)protocol::SessionStart::FromJson(r->ToJson());
+  // berthd's answers as its clients read them (common/v1): never a throw, whatever comes.
+  if (auto r = v1::WorkspaceFromJson(j)) (void)v1::WorkspaceFromJson(v1::ToJson(*r));
+  (void)v1::WorkspacePageFromJson(j);
+  if (auto r = v1::CreateWorkspaceFromJson(j)) (void)v1::CreateWorkspaceFromJson(v1::ToJson(*r));
+  if (auto r = v1::PatchWorkspaceFromJson(j)) (void)v1::PatchWorkspaceFromJson(v1::ToJson(*r));
+  (void)v1::EventListFromJson(j);
+  (void)v1::FollowLineFromJson(j);
+  (void)v1::UsageFromJson(j);
+  (void)v1::MeFromJson(j);
+  (void)v1::NewKeyFromJson(j);
+  (void)v1::KeyListFromJson(j);
+  (void)v1::TenantListFromJson(j);
 }
 
 void FuzzText(std::string_view text) {
@@ -194,13 +211,15 @@ void FuzzText(std::string_view text) {
   (void)protocol::NormalizePath(text);
   (void)protocol::ParseMode(text);
   (void)protocol::ParseTime(text);
+  (void)v1::ParseTime(text);
+  (void)v1::ParseTimeArgument(text);
   (void)protocol::SignalFromName(text);
   (void)protocol::ValidateTag(text);
   (void)protocol::Base64Decode(text);
   (void)protocol::CompleteUtf8Prefix(text);
   (void)protocol::IsValidUtf8(text);
   (void)protocol::ParseLeaseId(text);
-  (void)agent::ParseDuration(text);
+  (void)ParseDuration(text);
   (void)agent::TunnelAddress(text, {});
   (void)agent::SocketInodeFromLink(text);
   (void)agent::JoinCmdline(text, 64);

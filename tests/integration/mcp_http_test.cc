@@ -11,6 +11,9 @@
 
 #include "common/client/api_client.h"
 #include "common/http/server.h"
+#include "common/v1/admin.h"
+#include "common/v1/workspace.h"
+#include "mcp/fake_backend.h"
 #include "mcp/mcp_http.h"
 
 using namespace berth;
@@ -21,9 +24,26 @@ namespace {
 
 constexpr std::string_view kGoodKey = "good";
 
+// The workspace "alpha" as berthd answers it.
+json Workspace(const std::string& state) {
+  v1::Workspace ws;
+  ws.id = "ws_0000000000000001";
+  ws.name = "alpha";
+  ws.tenant = "tn_1";
+  ws.image = "base";
+  ws.image_version = "v1";
+  ws.size = "small";
+  ws.state = *v1::StateFromName(state);
+  ws.transport = "unix";
+  ws.created_at = ws.updated_at = 1'700'000'000;
+  return v1::ToJson(ws);
+}
+
 class Fixture {
  public:
-  Fixture() : pool_(2), mcp_(pool_) {
+  // `factory`: the sessions' backends (as berthd in-process would make them); none: HTTP
+  // backends to the stand-in's API.
+  explicit Fixture(mcp::BackendFactory factory = {}) : pool_(2), mcp_(pool_, std::move(factory)) {
     http::Handler handler = [this](http::Exchange& ex) -> http::Task<void> {
       if (ex.path() == "/mcp") {
         co_await mcp::ServeMcpHttp(ex, mcp_);
@@ -35,14 +55,20 @@ class Fixture {
       }
       ++api_calls_;
       if (ex.path() == "/v1/me") {
-        json me = {{"tenant", {{"id", "tn_1"}, {"name", "t"}}}};
+        v1::Me identity;
+        identity.tenant_id = "tn_1";
+        identity.tenant_name = "t";
+        identity.key_id = "key_1";
+        identity.key_prefix = "bk_good";
+        json me = v1::ToJson(identity);
         co_await ex.SendJson(http::bhttp::status::ok, me);
       } else if (ex.path() == "/v1/workspaces/alpha") {
-        json ws = {{"id", "ws_1"}, {"name", "alpha"}, {"state", "stopped"}};
+        json ws = Workspace("stopped");
         co_await ex.SendJson(http::bhttp::status::ok, ws);
       } else if (ex.path() == "/v1/workspaces") {
-        json list = json::parse(R"({"workspaces":[{"id":"ws_1","name":"alpha","state":"running"}],
-                                    "next":null})");
+        json list = json::object();
+        list["workspaces"] = json::array({Workspace("running")});
+        list["next"] = nullptr;
         co_await ex.SendJson(http::bhttp::status::ok, list);
       } else {
         co_await ex.SendError(Error(ErrorCode::kNotFound, "no route"));
@@ -232,4 +258,38 @@ TEST_CASE("MCP over HTTP: /mcp?workspace=NAME sets the session's default workspa
   json result = json::parse(got.body)["result"];
   CHECK_FALSE(result.contains("isError"));
   CHECK(result["structuredContent"]["state"] == "stopped");
+}
+
+TEST_CASE("MCP over HTTP: a backend factory serves the tools without berthd's HTTP API",
+          "[mcp][http]") {
+  // The shape of berthd's in-process /mcp: the backend is made from the request (its key, its
+  // principal), and tool calls go to it, not over loopback HTTP.
+  auto fake = std::make_shared<mcp::FakeBackend>();
+  fake->AddWorkspaceForTest("inproc-ws", v1::State::kRunning);
+  std::atomic<int> opened{0};
+  Fixture f([&](http::Exchange& ex, const std::string& key) -> Result<std::shared_ptr<mcp::Backend>> {
+    ++opened;
+    if (ex.path() != "/mcp") return Fail(ErrorCode::kInternal, "not the MCP route");
+    if (key != kGoodKey) return Fail(ErrorCode::kUnauthenticated, "unknown key");
+    return std::shared_ptr<mcp::Backend>(fake);
+  });
+  std::string session = f.Initialize();
+  CHECK(opened == 1);
+  auto list = f.Post(
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workspace_list","arguments":{}}})",
+      {{"Mcp-Session-Id", session}});
+  REQUIRE(list.status == 200);
+  json result = json::parse(list.body)["result"];
+  CHECK_FALSE(result.contains("isError"));
+  CHECK(result["structuredContent"]["workspaces"][0]["name"] == "inproc-ws");
+  CHECK(f.api_calls() == 0);  // nothing went to berthd's HTTP API
+  auto calls = fake->CallsForTest();
+  CHECK(std::count(calls.begin(), calls.end(), "ListWorkspaces") == 1);
+
+  // A refused caller: 401, no session.
+  auto init = R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})";
+  auto refused = f.Post(init, {}, "bad");
+  CHECK(refused.status == 401);
+  CHECK(refused.Header("WWW-Authenticate") == "Bearer");
+  CHECK(f.mcp().sessions().size() == 1);
 }

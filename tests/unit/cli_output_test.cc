@@ -43,22 +43,40 @@ TEST_CASE("times and ages") {
   CHECK(FormatAge("", now) == "-");
 }
 
-TEST_CASE("durations both ways") {
-  CHECK(ParseDuration("90").value() == 90);
-  CHECK(ParseDuration("90s").value() == 90);
-  CHECK(ParseDuration("30m").value() == 1800);
-  CHECK(ParseDuration("1h30m").value() == 5400);
-  CHECK(ParseDuration("2d").value() == 172800);
-  CHECK(ParseDuration("1w").value() == 604800);
-  CHECK_FALSE(ParseDuration(""));
-  CHECK_FALSE(ParseDuration("h"));
-  CHECK_FALSE(ParseDuration("1h30"));
-  CHECK_FALSE(ParseDuration("5y"));
-  CHECK_FALSE(ParseDuration("-5m"));
-  CHECK(FormatDuration(45) == "45s");
-  CHECK(FormatDuration(1800) == "30m");
-  CHECK(FormatDuration(5400) == "1h30m");
-  CHECK(FormatDuration(3 * 86400 + 4 * 3600 + 59) == "3d4h");
+TEST_CASE("durations both ways, one parser for the CLI, the agent and MCP") {
+  using std::chrono::seconds;
+  CHECK(ParseDuration("90").value() == seconds(90));
+  CHECK(ParseDuration("90s").value() == seconds(90));
+  CHECK(ParseDuration("30m").value() == seconds(1800));
+  CHECK(ParseDuration("1h30m").value() == seconds(5400));
+  CHECK(ParseDuration("2d").value() == seconds(172800));
+  CHECK(ParseDuration("1w").value() == seconds(604800));
+  CHECK(ParseDuration("0").value() == seconds(0));
+  for (std::string_view bad : {"", "h", "1h30", "5y", "-5m", "1.5h", "1h 30m", " 5", "5 ",
+                               "99999999999999999999", "1000000000w"}) {
+    INFO(bad);
+    auto parsed = ParseDuration(bad);
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().code == ErrorCode::kInvalidArgument);
+    CHECK(parsed.error().message.find("examples") != std::string::npos);
+  }
+  // The largest accepted and one second past it.
+  auto max = kMaxParsedDuration.count();
+  CHECK(ParseDuration(std::to_string(max)).value() == kMaxParsedDuration);
+  CHECK_FALSE(ParseDuration(std::to_string(max + 1)));
+  CHECK(FormatDuration(seconds(45)) == "45s");
+  CHECK(FormatDuration(seconds(1800)) == "30m");
+  CHECK(FormatDuration(seconds(5400)) == "1h30m");
+  CHECK(FormatDuration(seconds(3 * 86400 + 4 * 3600 + 59)) == "3d4h");
+  CHECK(FormatDuration(seconds(-1)) == "-");
+  // What FormatDuration prints, ParseDuration reads back (to the precision printed).
+  for (int64_t n : {1, 59, 60, 61, 3599, 3600, 3660, 86400, 90061}) {
+    INFO(n);
+    auto back = ParseDuration(FormatDuration(seconds(n)));
+    REQUIRE(back);
+    CHECK(back->count() <= n);
+    CHECK(back->count() > n - 3600);  // days drop minutes, hours drop seconds
+  }
 }
 
 TEST_CASE("bytes and KEY=VALUE") {
@@ -77,17 +95,22 @@ TEST_CASE("bytes and KEY=VALUE") {
 
 TEST_CASE("a workspace, as ls and get show it") {
   auto now = At("2026-11-29T21:45:35Z");
-  auto ws = nlohmann::json::parse(R"({
-    "id": "ws_0123456789abcdef", "name": "api-server", "image": "base", "image_version": "v3",
-    "size": "small", "cpus": 1, "memory_mib": 1024, "disk_gib": 10, "idle_timeout": 1800,
-    "idle_action": "stop", "max_runtime": null, "auto_start": true, "labels": {"team": "infra"},
-    "state": "running", "error": null, "created_at": "2026-11-29T19:45:35Z",
-    "started_at": "2026-11-29T21:40:35Z", "last_active_at": "2026-11-29T21:45:30Z",
+  auto parsed = v1::WorkspaceFromJson(nlohmann::json::parse(R"({
+    "id": "ws_0123456789abcdef", "name": "api-server", "tenant": "tn_1", "image": "base",
+    "image_version": "v3", "size": "small", "cpus": 1, "memory_mib": 1024, "disk_gib": 10,
+    "idle_timeout": 1800, "idle_action": "stop", "max_runtime": null, "auto_start": true,
+    "env": {}, "labels": {"team": "infra"}, "state": "running", "error": null,
+    "transport": "unix", "created_at": "2026-11-29T19:45:35Z",
+    "updated_at": "2026-11-29T19:45:35Z", "started_at": "2026-11-29T21:40:35Z",
+    "last_active_at": "2026-11-29T21:45:30Z",
     "awake": {"reasons": ["exec stream", "lease: make test"], "idle_at": "2026-11-29T22:15:30Z"}
-  })");
+  })"));
+  REQUIRE(parsed);
+  v1::Workspace ws = *parsed;
   CHECK(WorkspaceRow(ws, now) ==
         std::vector<std::string>{"api-server", "ws_0123456789abcdef", "running", "small", "base",
                                  "2h"});
+  CHECK(StateLine(ws) == "api-server (ws_0123456789abcdef): running");
   std::string text = FormatWorkspace(ws, now);
   CHECK(text.find("Name:           api-server\n") != std::string::npos);
   CHECK(text.find("State:          running\n") != std::string::npos);
@@ -95,15 +118,26 @@ TEST_CASE("a workspace, as ls and get show it") {
         std::string::npos);
   CHECK(text.find("Idle:           stop after 30m idle\n") != std::string::npos);
   CHECK(text.find("Labels:         team=infra\n") != std::string::npos);
+  CHECK(text.find("Started:        2026-11-29T21:40:35Z (5m ago)\n") != std::string::npos);
   CHECK(text.find("Awake because:  exec stream, lease: make test\n") != std::string::npos);
+  CHECK(text.find("Idle at:        2026-11-29T22:15:30Z\n") != std::string::npos);
   CHECK(text.find("Max runtime:    -\n") != std::string::npos);
 
-  ws["state"] = "error";
-  ws["error"] = "boot failed";
-  CHECK(FormatWorkspace(ws, now).find("State:          error (boot failed)\n") !=
-        std::string::npos);
-  CHECK(Cell(ws, "missing") == "-");
-  CHECK(Cell(ws, "cpus") == "1");
+  ws.state = v1::State::kError;
+  ws.error = "boot failed";
+  ws.max_runtime = 8 * 3600;
+  text = FormatWorkspace(ws, now);
+  CHECK(text.find("State:          error (boot failed)\n") != std::string::npos);
+  CHECK(text.find("Max runtime:    8h\n") != std::string::npos);
+  // Without `awake` (not running) its lines go, and the labels close up.
+  ws.awake.reset();
+  text = FormatWorkspace(ws, now);
+  CHECK(text.find("Awake because") == std::string::npos);
+  CHECK(text.find("State:        error (boot failed)\n") != std::string::npos);
+  nlohmann::json object = {{"cpus", 1}, {"name", nullptr}};
+  CHECK(Cell(object, "missing") == "-");
+  CHECK(Cell(object, "name") == "-");
+  CHECK(Cell(object, "cpus") == "1");
 }
 
 TEST_CASE("progress lines") {

@@ -1,7 +1,8 @@
 // JSON-RPC 2.0 handling of the MCP session: classification, the standard errors, batches,
-// notifications. No I/O: the session's berthd address is never dialed by these messages.
+// notifications. No I/O: the session's backend (a fake) is never called by these messages.
 #include <catch2/catch.hpp>
 
+#include "mcp/fake_backend.h"
 #include "mcp/json_rpc.h"
 #include "mcp/session.h"
 
@@ -11,12 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-McpSession MakeSession() {
-  Endpoint nowhere;
-  nowhere.kind = Endpoint::Kind::kUnix;
-  nowhere.path = "/nonexistent/berthd.sock";
-  return McpSession(ApiTarget(nowhere, "key"), "");
-}
+McpSession MakeSession() { return McpSession(std::make_shared<FakeBackend>(), ""); }
 
 int RpcErrorCode(const std::optional<json>& response) {
   REQUIRE(response);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "mcp/arguments.h"
+#include "mcp/http_backend.h"
 #include "mcp/session.h"
 
 using namespace berth;
@@ -13,11 +14,13 @@ using nlohmann::json;
 
 namespace {
 
-ApiTarget Nowhere() {
+// A backend over HTTP to a berthd that is not there: the errors before any call, and the one
+// a call gets when berthd is down.
+std::shared_ptr<Backend> Nowhere() {
   Endpoint nowhere;
   nowhere.kind = Endpoint::Kind::kUnix;
   nowhere.path = "/nonexistent/berthd.sock";
-  return ApiTarget(nowhere, "key");
+  return std::make_shared<HttpBackend>(nowhere, "key");
 }
 
 json Initialize(McpSession& session, const std::string& version) {

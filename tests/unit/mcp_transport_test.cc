@@ -6,6 +6,7 @@
 
 #include "mcp/arguments.h"
 #include "mcp/base_url.h"
+#include "mcp/fake_backend.h"
 #include "mcp/session_table.h"
 #include "mcp/stdio_lines.h"
 
@@ -72,10 +73,7 @@ TEST_CASE("LineReader splits lines, strips CR, skips lines over the limit", "[mc
 namespace {
 
 std::shared_ptr<McpSession> NewSession() {
-  Endpoint nowhere;
-  nowhere.kind = Endpoint::Kind::kUnix;
-  nowhere.path = "/nonexistent";
-  return std::make_shared<McpSession>(ApiTarget(nowhere, "k"), "");
+  return std::make_shared<McpSession>(std::make_shared<FakeBackend>(), "");
 }
 
 }  // namespace

@@ -1,0 +1,102 @@
+// Wire types of berthd's identity and administration routes (docs/api.md): health, the
+// caller's identity, tenants and API keys.
+//
+//   GET  /v1/health              -> Health (no key needed)
+//   GET  /v1/me                  -> Me
+//   POST /v1/tenants {name}      -> 201 Tenant;   GET /v1/tenants -> {tenants: [Tenant]}
+//   POST /v1/keys CreateKey      -> 201 NewKey;   GET /v1/keys[?tenant=ID] -> {keys: [ApiKey]}
+//   DELETE /v1/keys/{id}         -> 204
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace berth::v1 {
+
+// What a key may do: read (GET only) < write (the tenant's workspaces) < admin (also tenants
+// and keys, of every tenant).
+enum class Scope { kRead, kWrite, kAdmin };
+std::string_view ScopeName(Scope scope);
+std::optional<Scope> ScopeFromName(std::string_view name);
+
+struct Health {
+  Health() = default;
+  std::string status;  // "ok"
+  std::string version;
+  std::optional<std::string> accel;      // "kvm" | "tcg": what runs the guests
+  std::optional<std::string> transport;  // "vsock" | "forward" | "unix"
+};
+nlohmann::json ToJson(const Health& health);
+Result<Health> HealthFromJson(const nlohmann::json& json);
+
+// Which tenant and key a call runs as.
+struct Me {
+  Me() = default;
+  std::string tenant_id;
+  std::string tenant_name;
+  std::string key_id;
+  std::string key_prefix;
+  Scope scope = Scope::kRead;
+};
+// {"tenant": {"id", "name"}, "key": {"id", "prefix", "scope"}}
+nlohmann::json ToJson(const Me& me);
+Result<Me> MeFromJson(const nlohmann::json& json);
+
+struct Tenant {
+  Tenant() = default;
+  std::string id;
+  std::string name;
+  int64_t created_at = 0;  // unix seconds
+};
+nlohmann::json ToJson(const Tenant& tenant);
+Result<Tenant> TenantFromJson(const nlohmann::json& json);
+// {"tenants": [...]}
+nlohmann::json TenantListJson(const std::vector<Tenant>& tenants);
+Result<std::vector<Tenant>> TenantListFromJson(const nlohmann::json& json);
+
+// A key as lists show it: its prefix, never the key or its hash.
+struct ApiKey {
+  ApiKey() = default;
+  std::string id;
+  std::string tenant;
+  std::string prefix;
+  Scope scope = Scope::kRead;
+  std::string name;
+  int64_t created_at = 0;
+  std::optional<int64_t> last_used_at;
+  std::optional<int64_t> revoked_at;
+};
+nlohmann::json ToJson(const ApiKey& key);
+Result<ApiKey> ApiKeyFromJson(const nlohmann::json& json);
+// {"keys": [...]}
+nlohmann::json KeyListJson(const std::vector<ApiKey>& keys);
+Result<std::vector<ApiKey>> KeyListFromJson(const nlohmann::json& json);
+
+// The body of POST /v1/keys.
+struct CreateKey {
+  CreateKey() = default;
+  std::optional<std::string> tenant;  // id or name; default: the caller's
+  Scope scope = Scope::kWrite;
+  std::optional<std::string> name;
+};
+nlohmann::json ToJson(const CreateKey& request);
+
+// The answer of POST /v1/keys: the key's record, the key itself (shown only here) and the
+// tenant's name, in one object.
+struct NewKey {
+  NewKey() = default;
+  ApiKey record;
+  std::string secret;  // "key"
+  std::string tenant_name;
+};
+nlohmann::json ToJson(const NewKey& key);
+Result<NewKey> NewKeyFromJson(const nlohmann::json& json);
+
+}  // namespace berth::v1

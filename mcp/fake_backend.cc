@@ -1,0 +1,606 @@
+#include "mcp/fake_backend.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/protocol/exec.h"
+
+namespace berth::mcp {
+namespace {
+
+using v1::State;
+
+std::string BaseName(const std::string& path) {
+  return path == "/" ? "/" : path.substr(path.rfind('/') + 1);
+}
+
+bool Under(const std::string& path, const std::string& dir) {
+  std::string prefix = dir == "/" ? "/" : dir + "/";
+  return path.size() > prefix.size() && path.starts_with(prefix);
+}
+
+protocol::FileInfo InfoFor(const std::string& path, std::string type, uint64_t size, uint32_t mode,
+                           int64_t mtime_ns) {
+  protocol::FileInfo info;
+  info.name = BaseName(path);
+  info.path = path;
+  info.type = std::move(type);
+  info.size = size;
+  info.mode = mode;
+  info.mtime_ns = mtime_ns;
+  info.owner = "agent";
+  info.group = "agent";
+  info.uid = info.gid = 1000;
+  return info;
+}
+
+}  // namespace
+
+FakeBackend::FakeBackend() {
+  script_ = [](const protocol::ExecRequest& request,
+               const ExecEventFn& on_event) -> Result<protocol::ExitStatus> {
+    protocol::ExecEvent start(protocol::ExecEvent::Type::kStart);
+    start.pid = 100;
+    if (auto s = on_event(start); !s) return Fail(s.error());
+    auto argv = protocol::CommandArgv(request.cmd);
+    protocol::ExecEvent out(protocol::ExecEvent::Type::kStdout);
+    out.data = fmt::format("{}", fmt::join(argv, " "));
+    if (auto s = on_event(out); !s) return Fail(s.error());
+    protocol::ExitStatus exit;
+    exit.exit_code = 0;
+    protocol::ExecEvent end(protocol::ExecEvent::Type::kEnd);
+    end.exit = exit;
+    if (auto s = on_event(end); !s) return Fail(s.error());
+    return exit;
+  };
+}
+
+Status FakeBackend::EnterLocked(const std::string& method, Deadline deadline) {
+  calls_.push_back(method);
+  last_deadline_ = deadline;
+  auto it = failures_.find(method);
+  if (it == failures_.end()) return {};
+  Error error = it->second;
+  failures_.erase(it);
+  return Fail(std::move(error));
+}
+
+Result<FakeBackend::Space*> FakeBackend::FindLocked(std::string_view ws) {
+  for (auto& [id, space] : spaces_) {
+    if (id == ws || space.ws.name == ws) return &space;
+  }
+  return Fail(ErrorCode::kNotFound, fmt::format("workspace '{}' not found", ws));
+}
+
+Result<FakeBackend::Space*> FakeBackend::AgentLocked(std::string_view ws) {
+  auto space = FindLocked(ws);
+  if (!space) return space;
+  v1::Workspace& w = (*space)->ws;
+  if (w.state == State::kStopped || w.state == State::kHibernated) {
+    if (!w.auto_start) {
+      return Fail(ErrorCode::kFailedPrecondition,
+                  fmt::format("workspace '{}' is {} and auto_start is off", w.name,
+                              v1::StateName(w.state)));
+    }
+    w.state = State::kRunning;  // woken, at once
+  }
+  if (w.state != State::kRunning && w.state != State::kCreating && w.state != State::kStarting) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("workspace '{}' is {}", w.name, v1::StateName(w.state)));
+  }
+  w.state = State::kRunning;
+  return space;
+}
+
+Result<FakeBackend::Process*> FakeBackend::FindProcessLocked(Space& space, std::string_view id) {
+  for (auto& [pid, process] : space.processes) {
+    if (std::to_string(pid) == id || (process.info.tag && *process.info.tag == id)) {
+      return &process;
+    }
+  }
+  return Fail(ErrorCode::kNotFound, fmt::format("no process '{}'", id));
+}
+
+bool FakeBackend::IsDirectoryLocked(const Space& space, const std::string& path) const {
+  if (path == "/" || path == "/workspace") return true;
+  for (const auto& [file, _] : space.files) {
+    if (Under(file, path)) return true;
+  }
+  return false;
+}
+
+// --- the caller, workspaces -------------------------------------------------------------------
+
+Result<v1::Me> FakeBackend::WhoAmI(Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("WhoAmI", deadline); !s) return Fail(s.error());
+  v1::Me me;
+  me.tenant_id = "tn_fake";
+  me.tenant_name = "default";
+  me.key_id = "key_fake";
+  me.key_prefix = "bk_fake";
+  me.scope = v1::Scope::kWrite;
+  return me;
+}
+
+std::string FakeBackend::AddWorkspaceForTest(const std::string& name, State state,
+                                             v1::StringMap labels) {
+  std::lock_guard lock(mutex_);
+  Space space;
+  space.ws.id = fmt::format("ws_{:016x}", next_id_++);
+  space.ws.name = name;
+  space.ws.tenant = "tn_fake";
+  space.ws.image = "base";
+  space.ws.image_version = "v1";
+  space.ws.size = "small";
+  space.ws.state = state;
+  space.ws.transport = "unix";
+  space.ws.labels = std::move(labels);
+  space.ws.created_at = space.ws.updated_at = 1'700'000'000 + next_id_;
+  std::string id = space.ws.id;
+  spaces_.emplace(id, std::move(space));
+  return id;
+}
+
+Result<v1::Workspace> FakeBackend::CreateWorkspace(const v1::CreateWorkspace& request,
+                                                   Deadline deadline) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto s = EnterLocked("CreateWorkspace", deadline); !s) return Fail(s.error());
+    last_create_ = request;
+    for (const auto& [id, space] : spaces_) {
+      if (space.ws.name == request.name) {
+        return Fail(ErrorCode::kAlreadyExists,
+                    fmt::format("a workspace named '{}' exists", request.name));
+      }
+    }
+  }
+  std::string id = AddWorkspaceForTest(request.name, State::kCreating,
+                                       request.labels.value_or(v1::StringMap{}));
+  std::lock_guard lock(mutex_);
+  v1::Workspace& ws = spaces_.at(id).ws;
+  ws.image = request.image.value_or("base");
+  ws.size = request.cpus || request.memory_mib ? std::nullopt
+                                               : std::optional<std::string>(request.size.value_or("small"));
+  ws.cpus = request.cpus.value_or(1);
+  ws.memory_mib = request.memory_mib.value_or(1024);
+  ws.disk_gib = request.disk_gib.value_or(10);
+  ws.idle_timeout = request.idle_timeout.value_or(1800);
+  ws.idle_action = request.idle_action.value_or(v1::IdleAction::kStop);
+  ws.max_runtime = request.max_runtime;
+  ws.auto_start = request.auto_start.value_or(true);
+  ws.env = request.env.value_or(v1::StringMap{});
+  return ws;
+}
+
+Result<v1::Workspace> FakeBackend::GetWorkspace(std::string_view ws, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("GetWorkspace", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  return (*space)->ws;
+}
+
+Result<WorkspaceList> FakeBackend::ListWorkspaces(const v1::WorkspaceFilter& filter, size_t max,
+                                                  Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListWorkspaces", deadline); !s) return Fail(s.error());
+  WorkspaceList out;
+  for (const auto& [id, space] : spaces_) {  // in id order, as berthd lists them
+    if (filter.state && space.ws.state != *filter.state) continue;
+    bool labels_match = std::all_of(filter.labels.begin(), filter.labels.end(), [&](const auto& kv) {
+      auto it = space.ws.labels.find(kv.first);
+      return it != space.ws.labels.end() && it->second == kv.second;
+    });
+    if (!labels_match) continue;
+    if (out.workspaces.size() == max) {
+      out.more = true;
+      break;
+    }
+    out.workspaces.push_back(space.ws);
+  }
+  return out;
+}
+
+Result<v1::Workspace> FakeBackend::StartWorkspace(std::string_view ws, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("StartWorkspace", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  v1::Workspace& w = (*space)->ws;
+  if (w.state != State::kStopped && w.state != State::kHibernated && w.state != State::kError) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("workspace '{}' is {}", w.name, v1::StateName(w.state)));
+  }
+  w.state = State::kStarting;
+  return w;
+}
+
+Result<v1::Workspace> FakeBackend::StopWorkspace(std::string_view ws, bool force,
+                                                 Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked(force ? "StopWorkspace(force)" : "StopWorkspace", deadline); !s) {
+    return Fail(s.error());
+  }
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  v1::Workspace& w = (*space)->ws;
+  if (w.state != State::kRunning && w.state != State::kStarting) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("workspace '{}' is {}", w.name, v1::StateName(w.state)));
+  }
+  w.state = State::kStopping;
+  return w;
+}
+
+Result<v1::Workspace> FakeBackend::HibernateWorkspace(std::string_view ws, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("HibernateWorkspace", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  v1::Workspace& w = (*space)->ws;
+  if (w.state != State::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("workspace '{}' is {}", w.name, v1::StateName(w.state)));
+  }
+  w.state = State::kHibernating;
+  return w;
+}
+
+Result<v1::Workspace> FakeBackend::DeleteWorkspace(std::string_view ws, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DeleteWorkspace", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  v1::Workspace out = (*space)->ws;
+  out.state = State::kDeleting;
+  spaces_.erase(out.id);
+  return out;
+}
+
+Result<v1::Workspace> FakeBackend::WaitForState(std::string_view ws, State state,
+                                                Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("WaitForState", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  v1::Workspace& w = (*space)->ws;
+  // The transition under way completes now.
+  switch (w.state) {
+    case State::kCreating:
+    case State::kStarting: w.state = State::kRunning; break;
+    case State::kStopping: w.state = State::kStopped; break;
+    case State::kHibernating: w.state = State::kHibernated; break;
+    default: break;
+  }
+  if (w.state != state) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("workspace '{}' is {}", w.name, v1::StateName(w.state)));
+  }
+  return w;
+}
+
+// --- processes --------------------------------------------------------------------------------
+
+void FakeBackend::ScriptCommandsForTest(CommandScript script) {
+  std::lock_guard lock(mutex_);
+  script_ = std::move(script);
+}
+
+Result<protocol::ExitStatus> FakeBackend::RunCommand(std::string_view ws,
+                                                     const protocol::ExecRequest& request,
+                                                     const ExecEventFn& on_event,
+                                                     Deadline deadline) {
+  CommandScript script;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto s = EnterLocked("RunCommand", deadline); !s) return Fail(s.error());
+    auto space = AgentLocked(ws);
+    if (!space) return Fail(space.error());
+    script = script_;
+  }
+  // Outside the lock: a script may call back into the fake.
+  return script(request, on_event);
+}
+
+Result<StartedProcess> FakeBackend::StartProcess(std::string_view ws,
+                                                 const protocol::ExecRequest& request,
+                                                 Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("StartProcess", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  Process process;
+  process.info.pid = next_pid_++;
+  process.info.tag = request.tag;
+  process.info.cmd = protocol::CommandToJson(request.cmd);
+  process.info.user = request.user.value_or("agent");
+  process.info.running = true;
+  process.info.started_at = "2026-01-01T00:00:00Z";
+  StartedProcess out;
+  out.pid = process.info.pid;
+  out.tag = request.tag;
+  (*space)->processes.emplace(out.pid, std::move(process));
+  return out;
+}
+
+void FakeBackend::AppendOutputForTest(std::string_view ws, int pid, std::string_view stdout_data,
+                                      std::string_view stderr_data) {
+  std::lock_guard lock(mutex_);
+  auto space = FindLocked(ws);
+  if (!space) return;
+  Process& p = (*space)->processes.at(pid);
+  p.stdout_data.append(stdout_data);
+  p.stderr_data.append(stderr_data);
+  p.info.stdout_bytes = p.stdout_data.size();
+  p.info.stderr_bytes = p.stderr_data.size();
+}
+
+void FakeBackend::EndProcessForTest(std::string_view ws, int pid, int exit_code) {
+  std::lock_guard lock(mutex_);
+  auto space = FindLocked(ws);
+  if (!space) return;
+  Process& p = (*space)->processes.at(pid);
+  p.info.running = false;
+  p.info.exit.exit_code = exit_code;
+  p.info.ended_at = "2026-01-01T00:00:01Z";
+}
+
+Result<std::vector<protocol::ProcessInfo>> FakeBackend::ListProcesses(std::string_view ws,
+                                                                      Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListProcesses", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  std::vector<protocol::ProcessInfo> out;
+  for (const auto& [pid, process] : (*space)->processes) out.push_back(process.info);
+  return out;
+}
+
+Result<protocol::ProcessInfo> FakeBackend::GetProcess(std::string_view ws, std::string_view id,
+                                                      Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("GetProcess", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto process = FindProcessLocked(**space, id);
+  if (!process) return Fail(process.error());
+  return (*process)->info;
+}
+
+Result<protocol::ProcessInfo> FakeBackend::WaitForProcess(std::string_view ws,
+                                                          std::string_view id,
+                                                          Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("WaitForProcess", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto process = FindProcessLocked(**space, id);
+  if (!process) return Fail(process.error());
+  // Nothing ends by itself here: as the deadline finds it.
+  return (*process)->info;
+}
+
+Result<std::optional<protocol::ExitStatus>> FakeBackend::ReadProcessOutput(
+    std::string_view ws, std::string_view id, const OutputRange& range,
+    const ExecEventFn& on_event, Deadline deadline) {
+  std::vector<protocol::ExecEvent> events;
+  std::optional<protocol::ExitStatus> end;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto s = EnterLocked("ReadProcessOutput", deadline); !s) return Fail(s.error());
+    auto space = AgentLocked(ws);
+    if (!space) return Fail(space.error());
+    auto process = FindProcessLocked(**space, id);
+    if (!process) return Fail(process.error());
+    const Process& p = **process;
+    auto add = [&](protocol::ExecEvent::Type type, const std::string& data, uint64_t offset) {
+      if (offset >= data.size()) return;
+      protocol::ExecEvent event(type);
+      event.data = data.substr(offset);
+      event.offset = offset;
+      events.push_back(std::move(event));
+    };
+    add(protocol::ExecEvent::Type::kStdout, p.stdout_data, range.stdout_offset);
+    add(protocol::ExecEvent::Type::kStderr, p.stderr_data, range.stderr_offset);
+    if (!p.info.running) end = p.info.exit;
+  }
+  for (const auto& event : events) {
+    if (auto s = on_event(event); !s) return Fail(s.error());
+  }
+  return end;
+}
+
+Result<protocol::ProcessInfo> FakeBackend::SignalProcess(std::string_view ws, std::string_view id,
+                                                         std::string_view signal,
+                                                         Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("SignalProcess", deadline); !s) return Fail(s.error());
+  auto signo = protocol::SignalFromName(signal);
+  if (!signo) return Fail(signo.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto process = FindProcessLocked(**space, id);
+  if (!process) return Fail(process.error());
+  return (*process)->info;
+}
+
+Result<protocol::ProcessInfo> FakeBackend::KillProcess(std::string_view ws, std::string_view id,
+                                                       Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("KillProcess", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto process = FindProcessLocked(**space, id);
+  if (!process) return Fail(process.error());
+  protocol::ProcessInfo& info = (*process)->info;
+  info.running = false;
+  info.exit.signal = "KILL";
+  info.exit.exit_code = 128 + 9;
+  return info;
+}
+
+// --- files ------------------------------------------------------------------------------------
+
+Result<protocol::FileInfo> FakeBackend::StatPath(std::string_view ws, const std::string& path,
+                                                 Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("StatPath", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto it = (*space)->files.find(path);
+  if (it != (*space)->files.end()) {
+    return InfoFor(path, "file", it->second.content.size(), it->second.mode, it->second.mtime_ns);
+  }
+  if (IsDirectoryLocked(**space, path)) return InfoFor(path, "dir", 4096, 0755, clock_ns_);
+  return Fail(ErrorCode::kNotFound, fmt::format("stat {}: No such file or directory", path));
+}
+
+Result<FileChunk> FakeBackend::ReadFile(std::string_view ws, const std::string& path,
+                                        uint64_t offset, uint64_t max, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ReadFile", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  FileChunk chunk;
+  chunk.offset = offset;
+  auto it = (*space)->files.find(path);
+  if (it == (*space)->files.end()) {
+    if (IsDirectoryLocked(**space, path)) {
+      chunk.directory = true;
+      return chunk;
+    }
+    return Fail(ErrorCode::kNotFound, fmt::format("open {}: No such file or directory", path));
+  }
+  const std::string& content = it->second.content;
+  chunk.size = content.size();
+  if (offset > content.size() || (offset == content.size() && offset > 0)) {
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("offset {} is past the end of {} ({} bytes)", offset, path,
+                            content.size()));
+  }
+  chunk.data = content.substr(offset, max);
+  return chunk;
+}
+
+Result<protocol::FileInfo> FakeBackend::WriteFile(std::string_view ws, const std::string& path,
+                                                  std::string_view content,
+                                                  const WriteOptions& options, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("WriteFile", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto& files = (*space)->files;
+  auto it = files.find(path);
+  if (it != files.end() && !options.overwrite) {
+    return Fail(ErrorCode::kAlreadyExists, fmt::format("{} exists", path));
+  }
+  if (IsDirectoryLocked(**space, path)) {
+    return Fail(ErrorCode::kFailedPrecondition, fmt::format("{} is a directory", path));
+  }
+  File file;
+  file.content = std::string(content);
+  file.mode = options.mode.value_or(it != files.end() ? it->second.mode : 0644);
+  file.mtime_ns = (clock_ns_ += 1'000'000);
+  files[path] = file;
+  return InfoFor(path, "file", file.content.size(), file.mode, file.mtime_ns);
+}
+
+Result<protocol::DirListing> FakeBackend::ListDirectory(std::string_view ws,
+                                                        const std::string& path,
+                                                        Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListDirectory", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  if ((*space)->files.contains(path)) {
+    return Fail(ErrorCode::kFailedPrecondition, fmt::format("{} is not a directory", path));
+  }
+  if (!IsDirectoryLocked(**space, path)) {
+    return Fail(ErrorCode::kNotFound, fmt::format("{}: No such file or directory", path));
+  }
+  protocol::DirListing listing;
+  listing.path = path;
+  std::map<std::string, protocol::FileInfo> entries;
+  for (const auto& [file, data] : (*space)->files) {
+    if (!Under(file, path)) continue;
+    std::string rest = file.substr(path == "/" ? 1 : path.size() + 1);
+    auto slash = rest.find('/');
+    std::string child = (path == "/" ? "" : path) + "/" + rest.substr(0, slash);
+    if (slash == std::string::npos) {
+      entries[child] = InfoFor(child, "file", data.content.size(), data.mode, data.mtime_ns);
+    } else if (!entries.contains(child)) {
+      entries[child] = InfoFor(child, "dir", 4096, 0755, clock_ns_);
+    }
+  }
+  for (auto& [name, info] : entries) listing.entries.push_back(std::move(info));
+  return listing;
+}
+
+Status FakeBackend::DeletePath(std::string_view ws, const std::string& path, bool recursive,
+                               Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DeletePath", deadline); !s) return s;
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  auto& files = (*space)->files;
+  if (files.erase(path) > 0) return {};
+  if (!IsDirectoryLocked(**space, path)) {
+    return Fail(ErrorCode::kNotFound, fmt::format("{}: No such file or directory", path));
+  }
+  if (!recursive) {
+    return Fail(ErrorCode::kAlreadyExists, fmt::format("rmdir {}: Directory not empty", path));
+  }
+  std::erase_if(files, [&](const auto& entry) { return Under(entry.first, path); });
+  return {};
+}
+
+// --- ports, test controls ---------------------------------------------------------------------
+
+Result<std::vector<protocol::PortInfo>> FakeBackend::ListPorts(std::string_view ws,
+                                                               Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListPorts", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  return (*space)->ports;
+}
+
+void FakeBackend::SetPortsForTest(std::string_view ws, std::vector<protocol::PortInfo> ports) {
+  std::lock_guard lock(mutex_);
+  if (auto space = FindLocked(ws); space) (*space)->ports = std::move(ports);
+}
+
+void FakeBackend::FailNextForTest(const std::string& method, Error error) {
+  std::lock_guard lock(mutex_);
+  failures_[method] = std::move(error);
+}
+
+std::vector<std::string> FakeBackend::CallsForTest() const {
+  std::lock_guard lock(mutex_);
+  return calls_;
+}
+
+std::optional<v1::CreateWorkspace> FakeBackend::LastCreateForTest() const {
+  std::lock_guard lock(mutex_);
+  return last_create_;
+}
+
+Deadline FakeBackend::LastDeadlineForTest() const {
+  std::lock_guard lock(mutex_);
+  return last_deadline_;
+}
+
+std::optional<std::string> FakeBackend::FileForTest(std::string_view ws,
+                                                    const std::string& path) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, space] : spaces_) {
+    if (id != ws && space.ws.name != ws) continue;
+    auto it = space.files.find(path);
+    if (it != space.files.end()) return it->second.content;
+  }
+  return std::nullopt;
+}
+
+}  // namespace berth::mcp

@@ -1,0 +1,133 @@
+// A Backend in memory for the tools' unit tests: workspaces with names, states and labels, a
+// scripted command runner, background processes with buffered output, files, ports, canned
+// failures, and a record of the requests made. Thread-safe.
+//
+// Its lifecycle is simple on purpose: an action moves a workspace to the transitional state
+// (creating, starting, stopping, hibernating) and WaitForState completes the transition, as a
+// boot or shutdown that takes no time. Deletion is at once. Processes end when a test says so.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcp/backend.h"
+
+namespace berth::mcp {
+
+class FakeBackend : public Backend {
+ public:
+  FakeBackend();
+
+  Result<v1::Me> WhoAmI(Deadline deadline) override;
+  Result<v1::Workspace> CreateWorkspace(const v1::CreateWorkspace& request,
+                                        Deadline deadline) override;
+  Result<v1::Workspace> GetWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<WorkspaceList> ListWorkspaces(const v1::WorkspaceFilter& filter, size_t max,
+                                       Deadline deadline) override;
+  Result<v1::Workspace> StartWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<v1::Workspace> StopWorkspace(std::string_view ws, bool force, Deadline deadline) override;
+  Result<v1::Workspace> HibernateWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<v1::Workspace> DeleteWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<v1::Workspace> WaitForState(std::string_view ws, v1::State state,
+                                     Deadline deadline) override;
+
+  Result<protocol::ExitStatus> RunCommand(std::string_view ws, const protocol::ExecRequest& request,
+                                          const ExecEventFn& on_event, Deadline deadline) override;
+  Result<StartedProcess> StartProcess(std::string_view ws, const protocol::ExecRequest& request,
+                                      Deadline deadline) override;
+  Result<std::vector<protocol::ProcessInfo>> ListProcesses(std::string_view ws,
+                                                           Deadline deadline) override;
+  Result<protocol::ProcessInfo> GetProcess(std::string_view ws, std::string_view id,
+                                           Deadline deadline) override;
+  Result<protocol::ProcessInfo> WaitForProcess(std::string_view ws, std::string_view id,
+                                               Deadline deadline) override;
+  Result<std::optional<protocol::ExitStatus>> ReadProcessOutput(std::string_view ws,
+                                                                std::string_view id,
+                                                                const OutputRange& range,
+                                                                const ExecEventFn& on_event,
+                                                                Deadline deadline) override;
+  Result<protocol::ProcessInfo> SignalProcess(std::string_view ws, std::string_view id,
+                                              std::string_view signal, Deadline deadline) override;
+  Result<protocol::ProcessInfo> KillProcess(std::string_view ws, std::string_view id,
+                                            Deadline deadline) override;
+
+  Result<protocol::FileInfo> StatPath(std::string_view ws, const std::string& path,
+                                      Deadline deadline) override;
+  Result<FileChunk> ReadFile(std::string_view ws, const std::string& path, uint64_t offset,
+                             uint64_t max, Deadline deadline) override;
+  Result<protocol::FileInfo> WriteFile(std::string_view ws, const std::string& path,
+                                       std::string_view content, const WriteOptions& options,
+                                       Deadline deadline) override;
+  Result<protocol::DirListing> ListDirectory(std::string_view ws, const std::string& path,
+                                             Deadline deadline) override;
+  Status DeletePath(std::string_view ws, const std::string& path, bool recursive,
+                    Deadline deadline) override;
+
+  Result<std::vector<protocol::PortInfo>> ListPorts(std::string_view ws, Deadline deadline) override;
+
+  // --- test controls ---
+  // A workspace as if made earlier, in `state`; its id.
+  std::string AddWorkspaceForTest(const std::string& name, v1::State state,
+                                  v1::StringMap labels = {});
+  // What RunCommand does: gets the request and the event sink, answers the end status. The
+  // default sends start (pid 100), the command's argv joined by spaces on stdout, and end 0.
+  using CommandScript = std::function<Result<protocol::ExitStatus>(
+      const protocol::ExecRequest& request, const ExecEventFn& on_event)>;
+  void ScriptCommandsForTest(CommandScript script);
+  // Output for a background process, and its end.
+  void AppendOutputForTest(std::string_view ws, int pid, std::string_view stdout_data,
+                           std::string_view stderr_data = {});
+  void EndProcessForTest(std::string_view ws, int pid, int exit_code);
+  void SetPortsForTest(std::string_view ws, std::vector<protocol::PortInfo> ports);
+  // The next call of `method` ("CreateWorkspace", "RunCommand", ...) fails with `error`.
+  void FailNextForTest(const std::string& method, Error error);
+  // Every call so far, by method name, in order.
+  std::vector<std::string> CallsForTest() const;
+  // The last create request, as the tools built it.
+  std::optional<v1::CreateWorkspace> LastCreateForTest() const;
+  // The deadline the last call was given.
+  Deadline LastDeadlineForTest() const;
+  // The file's content, if it exists.
+  std::optional<std::string> FileForTest(std::string_view ws, const std::string& path) const;
+
+ private:
+  struct Process {
+    protocol::ProcessInfo info;
+    std::string stdout_data;
+    std::string stderr_data;
+  };
+  struct File {
+    std::string content;
+    uint32_t mode = 0644;
+    int64_t mtime_ns = 0;
+  };
+  struct Space {
+    v1::Workspace ws;
+    std::map<int, Process> processes;
+    std::map<std::string, File> files;  // absolute paths; directories are implied
+    std::vector<protocol::PortInfo> ports;
+  };
+  // Records the call and returns its canned failure, if any. Under mutex_.
+  Status EnterLocked(const std::string& method, Deadline deadline);
+  Result<Space*> FindLocked(std::string_view ws);
+  Result<Process*> FindProcessLocked(Space& space, std::string_view id);
+  // `ws` found and running (the agent calls): a stopped one is woken, as berthd does.
+  Result<Space*> AgentLocked(std::string_view ws);
+  bool IsDirectoryLocked(const Space& space, const std::string& path) const;
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Space> spaces_;  // by id
+  int next_id_ = 1;
+  int next_pid_ = 1000;
+  int64_t clock_ns_ = 1'700'000'000'000'000'000;
+  CommandScript script_;
+  std::map<std::string, Error> failures_;
+  std::vector<std::string> calls_;
+  std::optional<v1::CreateWorkspace> last_create_;
+  Deadline last_deadline_{};
+};
+
+}  // namespace berth::mcp

@@ -1,0 +1,301 @@
+// The MCP tools against FakeBackend: what each tool asks of the Backend (every create field,
+// one wait instead of polling, the deadlines), what it makes of the answers, and how errors
+// reach the model. No I/O.
+#include <catch2/catch.hpp>
+
+#include "mcp/fake_backend.h"
+#include "mcp/session.h"
+#include "mcp/tool.h"
+
+using namespace berth;
+using namespace berth::mcp;
+using nlohmann::json;
+
+namespace {
+
+class Fixture {
+ public:
+  Fixture() : backend_(std::make_shared<FakeBackend>()), session_(backend_, "") {
+    json init = {{"jsonrpc", "2.0"},
+                 {"id", 1},
+                 {"method", "initialize"},
+                 {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()}}}};
+    REQUIRE(session_.Handle(init));
+  }
+
+  // tools/call; the CallToolResult.
+  json Call(const std::string& tool, json args) {
+    json request = {{"jsonrpc", "2.0"},
+                    {"id", ++id_},
+                    {"method", "tools/call"},
+                    {"params", {{"name", tool}, {"arguments", std::move(args)}}}};
+    auto response = session_.Handle(request);
+    REQUIRE(response);
+    REQUIRE(response->contains("result"));
+    return (*response)["result"];
+  }
+
+  FakeBackend& backend() { return *backend_; }
+  McpSession& session() { return session_; }
+
+ private:
+  std::shared_ptr<FakeBackend> backend_;
+  McpSession session_;
+  int id_ = 1;
+};
+
+std::string Text(const json& result) {
+  std::string out;
+  for (const auto& block : result["content"]) out += block["text"].get<std::string>();
+  return out;
+}
+
+bool IsError(const json& result) { return result.value("isError", false); }
+
+size_t Count(const std::vector<std::string>& calls, const std::string& method) {
+  return static_cast<size_t>(std::count(calls.begin(), calls.end(), method));
+}
+
+// A value of the schema's type, within its bounds.
+json SampleOf(const json& spec) {
+  if (spec.contains("enum")) return spec["enum"][0];
+  std::string type = spec.value("type", "");
+  if (type == "string") return "sample";
+  if (type == "integer") return spec.value("minimum", 1);
+  if (type == "boolean") return true;
+  if (type == "object") return json::object();
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("workspace_create sends every field its schema offers, max_runtime included",
+          "[mcp][tools]") {
+  Fixture f;
+  json args = {{"name", "proj"},         {"image", "base"},        {"size", "medium"},
+               {"disk_gib", 20},         {"idle_timeout", 600},    {"idle_action", "hibernate"},
+               {"max_runtime", 8 * 3600}, {"auto_start", false},   {"env", {{"A", "1"}}},
+               {"labels", {{"team", "x"}}}, {"wait", false}};
+  json result = f.Call("workspace_create", args);
+  INFO(Text(result));
+  REQUIRE_FALSE(IsError(result));
+  auto sent = f.backend().LastCreateForTest();
+  REQUIRE(sent);
+  CHECK(sent->name == "proj");
+  CHECK(sent->size == "medium");
+  CHECK(sent->disk_gib == 20);
+  CHECK(sent->idle_timeout == 600);
+  CHECK(sent->idle_action == v1::IdleAction::kHibernate);
+  CHECK(sent->max_runtime == 8 * 3600);
+  CHECK(sent->auto_start == false);
+  CHECK(sent->env == v1::StringMap{{"A", "1"}});
+  CHECK(sent->labels == v1::StringMap{{"team", "x"}});
+  CHECK(result["structuredContent"]["max_runtime"] == 8 * 3600);
+  // wait: false: no wait asked for.
+  CHECK(Count(f.backend().CallsForTest(), "WaitForState") == 0);
+
+  // Drift guard: every argument of the schema but the tool's own is a field of the wire type.
+  const Tool* tool = FindTool("workspace_create");
+  REQUIRE(tool);
+  json all = json::object();
+  for (const auto& [name, spec] : tool->input_schema["properties"].items()) {
+    if (name == "wait" || name == "timeout") continue;
+    all[name] = SampleOf(spec);
+  }
+  auto parsed = v1::CreateWorkspaceFromJson(all);
+  INFO(all.dump());
+  CHECK(parsed.has_value());
+}
+
+TEST_CASE("workspace_create waits for running and becomes the session's default",
+          "[mcp][tools]") {
+  Fixture f;
+  json result = f.Call("workspace_create", {{"name", "proj"}, {"timeout", 60}});
+  INFO(Text(result));
+  REQUIRE_FALSE(IsError(result));
+  CHECK(result["structuredContent"]["state"] == "running");
+  std::string id = result["structuredContent"]["id"];
+  CHECK(f.session().state().default_workspace() == id);
+  // The wait got the tool's timeout as its deadline, not more.
+  auto left = f.backend().LastDeadlineForTest() - std::chrono::steady_clock::now();
+  CHECK(left <= std::chrono::seconds(60));
+  CHECK(left > std::chrono::seconds(50));
+
+  // The default is used when no workspace is named.
+  json ran = f.Call("exec", {{"cmd", json::array({"echo", "hi"})}});
+  INFO(Text(ran));
+  REQUIRE_FALSE(IsError(ran));
+  CHECK(ran["structuredContent"]["stdout"] == "echo hi");
+
+  // A name in use: the error says how to use the existing one.
+  json again = f.Call("workspace_create", {{"name", "proj"}});
+  CHECK(IsError(again));
+  CHECK(Text(again).find("workspace_use") != std::string::npos);
+}
+
+TEST_CASE("workspace_list says when more match than it shows, and filters", "[mcp][tools]") {
+  Fixture f;
+  for (int i = 0; i < 5; ++i) {
+    f.backend().AddWorkspaceForTest(fmt::format("ws-{}", i),
+                                    i % 2 ? v1::State::kStopped : v1::State::kRunning,
+                                    {{"team", i < 2 ? "a" : "b"}});
+  }
+  json some = f.Call("workspace_list", {{"limit", 3}});
+  REQUIRE_FALSE(IsError(some));
+  CHECK(some["structuredContent"]["workspaces"].size() == 3);
+  CHECK(some["structuredContent"]["more"] == true);
+  CHECK(Text(some).find("more exist") != std::string::npos);
+
+  json all = f.Call("workspace_list", json::object());
+  CHECK(all["structuredContent"]["workspaces"].size() == 5);
+  CHECK(all["structuredContent"]["more"] == false);
+
+  json stopped = f.Call("workspace_list", {{"state", "stopped"}});
+  CHECK(stopped["structuredContent"]["workspaces"].size() == 2);
+  json team = f.Call("workspace_list", {{"label", "team=a"}, {"state", "running"}});
+  REQUIRE(team["structuredContent"]["workspaces"].size() == 1);
+  CHECK(team["structuredContent"]["workspaces"][0]["name"] == "ws-0");
+
+  CHECK(IsError(f.Call("workspace_list", {{"state", "asleep"}})));
+  CHECK(IsError(f.Call("workspace_list", {{"label", "no-equals"}})));
+}
+
+TEST_CASE("workspace actions: already there is no error, delete forgets the default",
+          "[mcp][tools]") {
+  Fixture f;
+  std::string id = f.backend().AddWorkspaceForTest("w", v1::State::kRunning);
+  json start = f.Call("workspace_start", {{"workspace", "w"}});
+  INFO(Text(start));
+  CHECK_FALSE(IsError(start));
+  CHECK(Text(start).find("already running") != std::string::npos);
+
+  json stop = f.Call("workspace_stop", {{"workspace", "w"}, {"force", true}, {"wait", true}});
+  INFO(Text(stop));
+  REQUIRE_FALSE(IsError(stop));
+  CHECK(stop["structuredContent"]["state"] == "stopped");
+  CHECK(Count(f.backend().CallsForTest(), "StopWorkspace(force)") == 1);
+
+  REQUIRE_FALSE(IsError(f.Call("workspace_use", {{"workspace", "w"}})));
+  CHECK(f.session().state().default_workspace() == id);
+  json del = f.Call("workspace_delete", {{"workspace", "w"}});
+  REQUIRE_FALSE(IsError(del));
+  CHECK(f.session().state().default_workspace().empty());
+  CHECK(IsError(f.Call("workspace_get", {{"workspace", "w"}})));
+}
+
+TEST_CASE("exec keeps the head and tail of long output and gives the command its deadline",
+          "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("w", v1::State::kRunning);
+  f.backend().ScriptCommandsForTest([](const protocol::ExecRequest& request,
+                                       const ExecEventFn& on_event) -> Result<protocol::ExitStatus> {
+    CHECK(request.timeout_ms == 30'000);
+    for (int i = 0; i < 1000; ++i) {
+      protocol::ExecEvent out(protocol::ExecEvent::Type::kStdout);
+      out.data = fmt::format("line {}\n", i);
+      if (auto s = on_event(out); !s) return Fail(s.error());
+    }
+    protocol::ExitStatus exit;
+    exit.exit_code = 3;
+    return exit;
+  });
+  json result = f.Call("exec", {{"workspace", "w"}, {"cmd", "make"}, {"timeout", 30},
+                                {"max_output", 1024}});
+  INFO(Text(result));
+  REQUIRE_FALSE(IsError(result));
+  CHECK(result["structuredContent"]["exit_code"] == 3);
+  CHECK(result["structuredContent"]["truncated"] == true);
+  std::string out = result["structuredContent"]["stdout"];
+  CHECK(out.starts_with("line 0\n"));
+  CHECK(out.find("line 999\n") != std::string::npos);
+  CHECK(out.find("bytes left out") != std::string::npos);
+  // The call may last the command's timeout and then some, never less.
+  auto left = f.backend().LastDeadlineForTest() - std::chrono::steady_clock::now();
+  CHECK(left > std::chrono::seconds(30));
+
+  f.backend().FailNextForTest("RunCommand", Error(ErrorCode::kUnauthenticated, "bad key"));
+  json refused = f.Call("exec", {{"workspace", "w"}, {"cmd", "ls"}});
+  CHECK(IsError(refused));
+  CHECK(Text(refused).find("refused the API key") != std::string::npos);
+}
+
+TEST_CASE("process_output with wait asks the backend to wait once, then reads from offsets",
+          "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("w", v1::State::kRunning);
+  json started = f.Call("exec", {{"workspace", "w"}, {"cmd", "serve"}, {"background", true},
+                                 {"tag", "srv"}});
+  INFO(Text(started));
+  REQUIRE_FALSE(IsError(started));
+  int pid = started["structuredContent"]["pid"];
+  f.backend().AppendOutputForTest("w", pid, "hello\nworld\n", "warn\n");
+  f.backend().EndProcessForTest("w", pid, 0);
+
+  json output = f.Call("process_output", {{"workspace", "w"}, {"id", "srv"}, {"wait", 5}});
+  INFO(Text(output));
+  REQUIRE_FALSE(IsError(output));
+  auto calls = f.backend().CallsForTest();
+  CHECK(Count(calls, "WaitForProcess") == 1);
+  CHECK(Count(calls, "GetProcess") == 0);
+  CHECK(output["structuredContent"]["stdout"] == "hello\nworld\n");
+  CHECK(output["structuredContent"]["stderr"] == "warn\n");
+  CHECK(output["structuredContent"]["next_stdout_offset"] == 12);
+
+  json later = f.Call("process_output", {{"workspace", "w"}, {"id", pid}, {"stdout_offset", 6}});
+  REQUIRE_FALSE(IsError(later));
+  CHECK(later["structuredContent"]["stdout"] == "world\n");
+
+  json killed = f.Call("process_kill", {{"workspace", "w"}, {"id", "srv"}});
+  REQUIRE_FALSE(IsError(killed));
+  CHECK(Text(killed).find("Killed the process group") != std::string::npos);
+  CHECK(IsError(f.Call("process_kill", {{"workspace", "w"}, {"id", "nope"}})));
+}
+
+TEST_CASE("file tools: write, read in pieces, edit, list, delete", "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("w", v1::State::kRunning);
+  json wrote = f.Call("file_write", {{"workspace", "w"}, {"path", "app/main.py"},
+                                     {"content", "print('one')\nprint('two')\n"}});
+  INFO(Text(wrote));
+  REQUIRE_FALSE(IsError(wrote));
+  CHECK(f.backend().FileForTest("w", "/workspace/app/main.py") == "print('one')\nprint('two')\n");
+
+  json head = f.Call("file_read", {{"workspace", "w"}, {"path", "app/main.py"}, {"max_bytes", 13}});
+  REQUIRE_FALSE(IsError(head));
+  CHECK(head["content"][0]["text"] == "print('one')\n");
+  CHECK(Text(head).find("offset=13") != std::string::npos);
+  CHECK(IsError(f.Call("file_read", {{"workspace", "w"}, {"path", "app/main.py"}, {"offset", 999}})));
+  json dir = f.Call("file_read", {{"workspace", "w"}, {"path", "app"}});
+  CHECK(IsError(dir));
+  CHECK(Text(dir).find("file_list") != std::string::npos);
+
+  json edit = f.Call("file_edit", {{"workspace", "w"}, {"path", "app/main.py"},
+                                   {"old_string", "two"}, {"new_string", "2"}});
+  INFO(Text(edit));
+  REQUIRE_FALSE(IsError(edit));
+  CHECK(f.backend().FileForTest("w", "/workspace/app/main.py") == "print('one')\nprint('2')\n");
+
+  json list = f.Call("file_list", {{"workspace", "w"}, {"path", "/workspace"}});
+  REQUIRE_FALSE(IsError(list));
+  REQUIRE(list["structuredContent"]["entries"].size() == 1);
+  CHECK(list["structuredContent"]["entries"][0]["name"] == "app");
+
+  json not_empty = f.Call("file_delete", {{"workspace", "w"}, {"path", "app"}});
+  CHECK(IsError(not_empty));
+  CHECK(Text(not_empty).find("recursive") != std::string::npos);
+  REQUIRE_FALSE(IsError(f.Call("file_delete", {{"workspace", "w"}, {"path", "app"},
+                                               {"recursive", true}})));
+  CHECK_FALSE(f.backend().FileForTest("w", "/workspace/app/main.py"));
+}
+
+TEST_CASE("a workspace with auto_start off is not woken by the tools", "[mcp][tools]") {
+  Fixture f;
+  json made = f.Call("workspace_create", {{"name", "lazy"}, {"auto_start", false}});
+  REQUIRE_FALSE(IsError(made));
+  REQUIRE_FALSE(IsError(f.Call("workspace_stop", {{"workspace", "lazy"}, {"wait", true}})));
+  json ran = f.Call("exec", {{"workspace", "lazy"}, {"cmd", "true"}});
+  CHECK(IsError(ran));
+  CHECK(Text(ran).find("failed_precondition") != std::string::npos);
+  CHECK(f.Call("workspace_get", {{"workspace", "lazy"}})["structuredContent"]["state"] ==
+        "stopped");
+}
