@@ -47,8 +47,9 @@ struct DomainSpec {
   std::string mac;  // stable per workspace, e.g. 52:54:00:xx:xx:xx
 
   // Network isolation: QEMU runs as the workspace's own uid (the one its passt runs as), set
-  // through libvirt's DAC seclabel; libvirt chowns the disks, kernel, initrd and token file
-  // to it for the VM's lifetime. 0: libvirt's default user (libvirt-qemu).
+  // through libvirt's DAC seclabel without relabelling: the caller owns the VM's files to the
+  // uid (disks and token 0600, run/ 0700) and the image's files stay root's, world-readable.
+  // 0: libvirt's default user (libvirt-qemu), which libvirt relabels files for.
   uint32_t run_as_uid = 0;
   uint32_t run_as_gid = 0;
 };

@@ -61,12 +61,15 @@ Result<NetworkConfig> ParseNetworkConfig(const nlohmann::json& j) {
         }
         c.upstream_dns.push_back(e.get<std::string>());
       }
+    } else if (k == "libvirt_qemu_dir") {
+      if (!v.is_string()) return Fail(Invalid("'network.libvirt_qemu_dir' must be a string"));
+      c.libvirt_qemu_dir = v.get<std::string>();
     } else if (k == "passt_binary") {
       if (!v.is_string()) return Fail(Invalid("'network.passt_binary' must be a string"));
       c.passt_binary = v.get<std::string>();
     } else {
       return Fail(Invalid(fmt::format("unknown key 'network.{}' (isolation, open_cidrs, uid_range, "
-                                      "upstream_dns, passt_binary)", k)));
+                                      "upstream_dns, passt_binary, libvirt_qemu_dir)", k)));
     }
   }
   return c;

@@ -37,6 +37,11 @@ struct NetworkConfig {
   std::vector<std::string> upstream_dns;
   // Tools, overridable for tests.
   std::string passt_binary = "/usr/bin/passt";
+  // libvirt's per-domain state (the master key QEMU reads at start) lives under this
+  // directory, which Debian makes 0750 libvirt-qemu: a QEMU running as a workspace uid cannot
+  // reach it. Start() adds search permission for others (o+x, not read: nobody lists it), as
+  // libvirt's own packaging does (0751). Empty: leave it alone.
+  std::string libvirt_qemu_dir = "/var/lib/libvirt/qemu";
 };
 
 // The "network" object; unknown keys and bad values are invalid_argument errors.

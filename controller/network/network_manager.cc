@@ -1,5 +1,7 @@
 #include "controller/network/network_manager.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -52,6 +54,16 @@ Result<std::unique_ptr<NetworkManager>> NetworkManager::Start(const NetworkConfi
     return m;
   }
   m->firewall_ = std::move(*firewall);
+  if (!config.libvirt_qemu_dir.empty()) {
+    struct stat st {};
+    if (::stat(config.libvirt_qemu_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
+      if (::chmod(config.libvirt_qemu_dir.c_str(), (st.st_mode & 07777) | S_IXOTH) == 0) {
+        spdlog::info("network: {} is now searchable by the workspaces' QEMU uids (o+x)", config.libvirt_qemu_dir);
+      } else {
+        spdlog::warn("network: cannot add o+x to {}: QEMU under a workspace uid will not start", config.libvirt_qemu_dir);
+      }
+    }
+  }
   ResolverHostOptions ropt;
   ropt.upstreams = Upstreams(config);
   if (ropt.upstreams.empty()) {

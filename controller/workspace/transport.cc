@@ -53,12 +53,14 @@ Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
   return PrepareRunDir(layout, pw->pw_uid, pw->pw_gid);
 }
 
-// Under isolation every workspace's QEMU runs as its own uid, and libvirt chowns the disks and
-// the token to it: 0600, so no other workspace's uid reads them (qemu-img leaves 0644).
-Status MakePrivate(const Layout& layout) {
+// Under isolation every workspace's QEMU runs as its own uid and libvirt relabels nothing
+// (domain_xml.cc says why): the VM's own files become that uid's, 0600, so QEMU opens them and
+// no other workspace's uid reads them (qemu-img leaves 0644). lchown: never through a link.
+Status OwnFiles(const Layout& layout, uid_t uid) {
   for (const auto& path : {layout.root_disk(), layout.data_disk(), layout.token()}) {
-    if (::chmod(path.c_str(), 0600) != 0 && errno != ENOENT) {
-      return Fail(ErrnoError(errno, "chmod " + path.string()));
+    if (::lchown(path.c_str(), uid, uid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
+      if (errno == ENOENT) continue;
+      return Fail(ErrnoError(errno, "give " + path.string() + " to the workspace's uid"));
     }
   }
   return {};
@@ -108,7 +110,7 @@ class VmTransport : public Transport {
       }
       auto uid = static_cast<uid_t>(*ws.net_uid);
       if (auto s = PrepareRunDir(layout, uid, uid); !s) return s;
-      if (auto s = MakePrivate(layout); !s) return s;
+      if (auto s = OwnFiles(layout, uid); !s) return s;
       passt.uid = uid;
       passt.gid = uid;
       passt.dns = network::kGuestDnsAddress;

@@ -37,6 +37,7 @@ struct Fixture {
     config.uid_first = kFirst;
     config.uid_count = 16;
     config.upstream_dns = {"203.0.113.53"};
+    config.libvirt_qemu_dir.clear();  // the host's libvirt is not this test's business
   }
 
   workspace::Workspace Add(const std::string& id, const std::string& policy_json) {

@@ -98,7 +98,7 @@ TEST_CASE("domain XML: isolated network runs QEMU as the workspace's own uid", "
   spec.run_as_uid = 2000007;
   spec.run_as_gid = 2000007;
   std::string xml = RenderDomainXml(spec);
-  CHECK(xml.find("<seclabel type='static' model='dac' relabel='yes'>\n"
+  CHECK(xml.find("<seclabel type='static' model='dac' relabel='no'>\n"
                  "    <label>+2000007:+2000007</label>\n"
                  "  </seclabel>") != std::string::npos);
   // The seclabel is a child of <domain>, after the devices.
