@@ -57,6 +57,8 @@ nlohmann::json WorkspaceJson(const workspace::Workspace& ws,
       {"updated_at", IsoTime(ws.updated_at)},
       {"started_at", IsoOrNull(ws.started_at)},
       {"last_active_at", IsoOrNull(ws.last_active_at)},
+      // The policy only; isolation, counters and refusals are GET …/network.
+      {"network", network::PolicyJson(ws.network)},
   };
   if (awake && ws.state == workspace::State::kRunning) {
     j["awake"] = {{"reasons", awake->reasons}, {"idle_at", IsoOrNull(awake->idle_at)}};
