@@ -7,7 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "controller/network/network_manager.h"
 #include "controller/network/passt.h"
@@ -56,7 +59,7 @@ struct Fixture {
   }
 
   std::unique_ptr<NetworkManager> Start() {
-    auto m = NetworkManager::Start(config, *store, [] { return static_cast<int64_t>(time(nullptr)); });
+    auto m = NetworkManager::Start(config, *store, [this] { return now.load(); });
     REQUIRE(m);
     REQUIRE_FALSE((*m)->install_error());
     return std::move(*m);
@@ -70,7 +73,18 @@ struct Fixture {
   testing::TempDir dir;
   std::unique_ptr<store::Store> store;
   NetworkConfig config;
+  std::atomic<int64_t> now{static_cast<int64_t>(time(nullptr))};
 };
+
+std::string NftList(const std::string& what) {
+  std::string out;
+  FILE* p = popen(("nft list " + what + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
 
 bool Refused(const NetworkStatus& s, const std::string& addr) {
   for (const auto& d : s.refused) {
@@ -110,6 +124,18 @@ TEST_CASE_METHOD(Fixture, "a workspace uid reaches nothing of the host, link-loc
   CHECK(Refused(*status, "169.254.169.254"));
   CHECK(Refused(*status, "10.254.0.2"));
   CHECK(Refused(*status, "127.0.0.1"));
+  // One egress_denied event's worth, then nothing until a minute has passed and more came.
+  auto denied = net->TakeDenied(ws);
+  REQUIRE(denied);
+  CHECK(denied->connections == status->counters.refused_packets);
+  CHECK_FALSE(denied->destinations.empty());
+  CHECK_FALSE(net->TakeDenied(ws));
+  CHECK_FALSE(Reaches(uid, "127.0.0.1"));
+  CHECK_FALSE(net->TakeDenied(ws));  // too soon
+  now += NetworkManager::kDeniedEventEvery;
+  auto later = net->TakeDenied(ws);
+  REQUIRE(later);
+  CHECK(later->connections == 1);
 }
 
 TEST_CASE_METHOD(Fixture, "a private CIDR the operator opens is reachable; the host and metadata stay closed",
@@ -156,6 +182,9 @@ TEST_CASE_METHOD(Fixture, "allowlist by name: the resolver answers allowed names
   int rcode = -1;
   CHECK(ask(kGuestDnsAddress, "allowed.test", &rcode) == "203.0.113.10");
   CHECK(rcode == 0);
+  // In the set for the record's TTL (300 s) plus the grace, before the answer came back.
+  auto set = NftList(fmt::format("set inet berth w{}_dns4", uid));
+  CHECK(set.find("203.0.113.10 timeout 6m") != std::string::npos);
   CHECK(Reaches(uid, "203.0.113.10"));
   CHECK(ask(kGuestDnsAddress, "denied.test", &rcode).empty());
   CHECK(rcode == 5);  // REFUSED
