@@ -124,18 +124,29 @@ Status NetworkManager::BeforeBoot(Workspace& ws) {
   if (!uid) return Fail(uid.error());
   ws.net_uid = *uid;
   auto u = static_cast<uid_t>(*uid);
+  std::lock_guard lock(apply_mutex_);
+  // The stored policy, not the caller's copy: a PATCH may have landed since the boot read it.
+  auto fresh = store_.GetWorkspaceById(ws.id);
+  if (!fresh) return Fail(fresh.error());
+  ws.network = fresh->network;
   if (auto s = firewall_->Apply(RulesFor(u, ws.network, true)); !s) return s;
   return resolvers_->Start(u, ResolverAddress(range_, u), ws.network);
 }
 
 Status NetworkManager::ApplyPolicy(const Workspace& ws) {
-  if (!config_.isolation || !firewall_ || !ws.net_uid) return {};
-  auto u = static_cast<uid_t>(*ws.net_uid);
+  if (!config_.isolation || !firewall_) return {};
+  std::lock_guard lock(apply_mutex_);
+  // Re-read under the lock, so of two changes (or a change and a boot) the last applied is the
+  // last stored.
+  auto fresh = store_.GetWorkspaceById(ws.id);
+  if (!fresh) return Fail(fresh.error());
+  if (!fresh->net_uid) return {};  // never booted with isolation: its first boot applies it
+  auto u = static_cast<uid_t>(*fresh->net_uid);
   // Rules first: once they are in, nothing the old policy allowed and the new one does not
   // can pass, whatever the resolver answers meanwhile.
-  if (auto s = firewall_->Apply(RulesFor(u, ws.network, true)); !s) return s;
+  if (auto s = firewall_->Apply(RulesFor(u, fresh->network, true)); !s) return s;
   if (resolvers_->Running(u)) {
-    if (auto s = resolvers_->SetPolicy(u, ws.network); !s) return s;
+    if (auto s = resolvers_->SetPolicy(u, fresh->network); !s) return s;
   }
   return {};
 }

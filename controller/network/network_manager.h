@@ -73,12 +73,14 @@ class NetworkManager {
   // Why guests cannot boot (the table could not be installed), if so.
   std::optional<Error> install_error() const { return install_error_; }
 
-  // Before a boot or a resume, before the transport starts passt. Sets ws.net_uid (stored).
+  // Before a boot or a resume, before the transport starts passt. Sets ws.net_uid (stored) and
+  // ws.network (re-read from the store, which is what gets applied).
   Status BeforeBoot(workspace::Workspace& ws);
-  // The stored policy of `ws` applies now: rules rewritten in one transaction (established
-  // connections it forbids are cut at their next packet), the addresses resolved under the old
-  // policy forgotten, the resolver answering by the new one. A workspace without a uid (never
-  // booted with isolation) only gets it at its next boot.
+  // The policy stored for `ws` (re-read: the caller stores first, then calls this) applies now:
+  // rules rewritten in one transaction (established connections it forbids are cut at their
+  // next packet), the addresses resolved under the old policy forgotten, the resolver answering
+  // by the new one. A workspace without a uid (never booted with isolation) gets it at its
+  // first boot.
   Status ApplyPolicy(const workspace::Workspace& ws);
   // The VM stopped or hibernated: its resolver closes. Its rules stay, so a passt that outlives
   // the VM is still held by them.
@@ -106,6 +108,8 @@ class NetworkManager {
   std::unique_ptr<ResolverHost> resolvers_;
   std::optional<Error> install_error_;
 
+  // Serializes applying a workspace's policy (boots and changes), each re-reading the stored one.
+  std::mutex apply_mutex_;
   std::mutex mutex_;
   struct DeniedMark {
     uint64_t connections = 0;

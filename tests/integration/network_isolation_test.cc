@@ -255,8 +255,17 @@ TEST_CASE_METHOD(Fixture, "a policy change cuts an established connection and ap
   CHECK(WEXITSTATUS(status) == 0);  // the connection was cut
   CHECK_FALSE(Reaches(kFirst, "203.0.113.10"));
   changed.network = Policy{Egress::kOpen, {}, {}};
+  REQUIRE(store->UpdateWorkspace(changed));
   REQUIRE(net->ApplyPolicy(changed));
   CHECK(Reaches(kFirst, "203.0.113.10"));  // open restores the internet
+  // A boot holding a copy read before a change applies the stored policy, not its copy.
+  auto stale = ws;  // egress open, as read before the changes
+  changed.network = Policy{Egress::kNone, {}, {}};
+  REQUIRE(store->UpdateWorkspace(changed));
+  REQUIRE(net->ApplyPolicy(changed));
+  REQUIRE(net->BeforeBoot(stale));
+  CHECK(stale.network.egress == Egress::kNone);
+  CHECK_FALSE(Reaches(kFirst, "203.0.113.10"));
   for (int fd : {ready[0], ready[1], go[0], go[1]}) close(fd);
 }
 

@@ -5,6 +5,7 @@
 #include "controller/network/network_config.h"
 #include "controller/network/policy.h"
 #include "controller/network/uid_range.h"
+#include "controller/workspace/request.h"
 
 using namespace berth;
 using namespace berth::network;
@@ -127,4 +128,17 @@ TEST_CASE("uids: the lowest free one, and exhaustion says so", "[network]") {
   REQUIRE_FALSE(full);
   CHECK(full.error().code == ErrorCode::kResourceExhausted);
   CHECK(ResolverAddress(UidRange{2000000, 65536}, 2000000 + 258) == "127.77.1.2");
+}
+
+TEST_CASE("create body: 'network' is parsed with the rest, and a bad one names the field", "[network]") {
+  auto r = workspace::ParseCreateRequest(json::parse(R"({"name":"w","network":{"allow":["github.com"]}})"));
+  REQUIRE(r);
+  CHECK(r->network.egress == Egress::kAllowlist);
+  CHECK(r->network.names == std::vector<std::string>{"github.com"});
+  auto plain = workspace::ParseCreateRequest(json::parse(R"({"name":"w"})"));
+  REQUIRE(plain);
+  CHECK(plain->network.egress == Egress::kOpen);
+  auto bad = workspace::ParseCreateRequest(json::parse(R"({"name":"w","network":{"egress":"sometimes"}})"));
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find("network.egress") != std::string::npos);
 }
