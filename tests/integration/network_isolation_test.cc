@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <grp.h>
 #include <sys/socket.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,15 +78,18 @@ struct Fixture {
   std::atomic<int64_t> now{static_cast<int64_t>(time(nullptr))};
 };
 
-std::string NftList(const std::string& what) {
+// stdout and stderr of a shell command (in the lab's namespace, like everything here).
+std::string Capture(const std::string& command) {
   std::string out;
-  FILE* p = popen(("nft list " + what + " 2>&1").c_str(), "r");
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
   return out;
 }
+
+std::string NftList(const std::string& what) { return Capture("nft list " + what); }
 
 bool Refused(const NetworkStatus& s, const std::string& addr) {
   for (const auto& d : s.refused) {
@@ -324,4 +329,53 @@ TEST_CASE_METHOD(Fixture, "isolation off: nothing installed, and the status says
   REQUIRE(status);
   CHECK_FALSE(status->isolated);
   CHECK(status->policy.egress == Egress::kNone);
+}
+
+TEST_CASE_METHOD(Fixture, "a real passt under the workspace uid: a guest's hand-made frames reach only what the policy allows",
+                 "[network][netns][passt]") {
+  REQUIRE(access("/usr/bin/passt", X_OK) == 0);
+  auto ws = Add("ws_passt", R"({"egress":"allowlist","allow":["allowed.test"]})");
+  auto net = Start();
+  REQUIRE(net->BeforeBoot(ws));
+  auto uid = static_cast<uid_t>(*ws.net_uid);
+  testing::TempDir run("berth-net-run");
+  REQUIRE(chown(run.path().c_str(), uid, uid) == 0);
+  PasstOptions o;
+  o.socket_path = run / "passt.sock";
+  o.pid_file = run / "passt.pid";
+  o.log_file = run / "passt.log";
+  o.uid = uid;
+  o.gid = uid;
+  o.dns = kGuestDnsAddress;
+  auto pid = StartPasst(o);
+  REQUIRE(pid);
+  // passt gives the guest the host's address on its default route and that route's gateway.
+  std::string command = fmt::format(
+      "python3 {}/tests/integration/passt_guest.py {} 10.254.0.1 10.254.0.2 "
+      "127.0.0.1:{port} 198.51.100.1:{port} 169.254.169.254:{port} 10.254.0.2:{port} 203.0.113.10:{port} "
+      "dns:denied.test dns:allowed.test 203.0.113.10:{port} 203.0.113.20:{port}",
+      BERTH_SOURCE_DIR, o.socket_path, fmt::arg("port", testing::kEchoPort));
+  std::string out = Capture(command);
+  kill(*pid, SIGTERM);
+  INFO(out);
+  auto line = [&](const std::string& target) {
+    auto at = out.find(target + " ");
+    return at == std::string::npos ? std::string("missing") : out.substr(at + target.size() + 1, out.find('\n', at) - at - target.size() - 1);
+  };
+  // The host's loopback, its own address, the metadata address and a private address: reset by
+  // the rules (without them, passt connects and the guest gets a SYN-ACK from each).
+  for (const char* target : {"127.0.0.1:8080", "198.51.100.1:8080", "169.254.169.254:8080", "10.254.0.2:8080"}) {
+    CHECK(line(target) == "RST");
+  }
+  // DNS to the address passt advertised ends at the filtering resolver; denied.test is refused.
+  CHECK(line("dns:denied.test") == "5");
+  CHECK(line("dns:allowed.test") == "0 203.0.113.10");
+  // allowed.test's address was refused before the answer and is reachable after it.
+  auto first = out.find("203.0.113.10:8080 ");
+  REQUIRE(first != std::string::npos);
+  CHECK(out.substr(first, out.find('\n', first) - first) == "203.0.113.10:8080 RST");
+  auto second = out.find("203.0.113.10:8080 ", first + 1);
+  REQUIRE(second != std::string::npos);
+  CHECK(out.substr(second, out.find('\n', second) - second) == "203.0.113.10:8080 SYN-ACK");
+  CHECK(line("203.0.113.20:8080") == "RST");
 }
