@@ -62,5 +62,6 @@ void AddPortCommands(Builder& b);       // ports, port-forward, preview
 void AddEventCommands(Builder& b);      // events (logs), usage
 void AddAdminCommands(Builder& b);      // keys, tenants
 void AddMcpCommand(Builder& b);         // mcp
+void AddNetworkCommands(Builder& b);    // network
 
 }  // namespace berth::cli

@@ -90,7 +90,7 @@ std::string DescribeError(const Error& error) {
 const std::vector<Tool>& AllTools() {
   static const std::vector<Tool> tools = [] {
     std::vector<Tool> all;
-    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools}) {
+    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools}) {
       for (auto& tool : group()) all.push_back(std::move(tool));
     }
     return all;

@@ -104,6 +104,7 @@ std::vector<Tool> WorkspaceTools();
 std::vector<Tool> ExecTools();
 std::vector<Tool> FileTools();
 std::vector<Tool> PortTools();
+std::vector<Tool> NetworkTools();
 
 // Schema building blocks shared by the groups.
 namespace schema {

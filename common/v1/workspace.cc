@@ -114,6 +114,36 @@ std::optional<IdleAction> IdleActionFromName(std::string_view name) {
   return std::nullopt;
 }
 
+json ToJson(const NetworkPolicy& policy) {
+  json j = json::object();
+  j["egress"] = policy.egress;
+  j["allow"] = policy.allow;
+  return j;
+}
+
+Result<NetworkPolicy> NetworkPolicyFromJson(const json& j) {
+  NetworkPolicy policy;
+  if (!j.is_object()) return Fail(ErrorCode::kInvalidArgument, "network: not an object");
+  auto egress = j.find("egress");
+  if (egress == j.end() || !egress->is_string() || egress->get_ref<const std::string&>().size() > 32) {
+    return Fail(ErrorCode::kInvalidArgument, "network.egress: not a string");
+  }
+  policy.egress = egress->get<std::string>();
+  if (auto allow = j.find("allow"); allow != j.end()) {
+    // The server's own limit is 256 entries of at most 253 bytes (a DNS name).
+    if (!allow->is_array() || allow->size() > 1024) {
+      return Fail(ErrorCode::kInvalidArgument, "network.allow: not a list of at most 1024 entries");
+    }
+    for (const auto& a : *allow) {
+      if (!a.is_string() || a.get_ref<const std::string&>().size() > 512) {
+        return Fail(ErrorCode::kInvalidArgument, "network.allow: entries must be strings");
+      }
+      policy.allow.push_back(a.get<std::string>());
+    }
+  }
+  return policy;
+}
+
 json ToJson(const Workspace& ws) {
   json j = json::object();
   j["id"] = ws.id;
@@ -144,6 +174,7 @@ json ToJson(const Workspace& ws) {
     awake["idle_at"] = TimeOrNull(ws.awake->idle_at);
     j["awake"] = std::move(awake);
   }
+  if (ws.network) j["network"] = ToJson(*ws.network);
   return j;
 }
 
@@ -180,6 +211,14 @@ Result<Workspace> WorkspaceFromJson(const json& j) {
       r.Problem(parsed.error().message);
     } else {
       ws.awake = std::move(*parsed);
+    }
+  }
+  if (const json* network = r.Find("network"); r.ok() && network) {
+    auto parsed = NetworkPolicyFromJson(*network);
+    if (!parsed) {
+      r.Problem(parsed.error().message);
+    } else {
+      ws.network = std::move(*parsed);
     }
   }
   if (auto done = r.Done(); !done) return Fail(done.error());

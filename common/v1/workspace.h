@@ -53,6 +53,16 @@ struct Awake {
   std::optional<int64_t> idle_at;  // unix seconds
 };
 
+// A workspace's egress policy (docs/api.md, "Network"): "open" | "none" | "allowlist", and the
+// names (exact or "*.") and CIDRs an allowlist lets through. berthd validates them.
+struct NetworkPolicy {
+  NetworkPolicy() = default;
+  std::string egress = "open";
+  std::vector<std::string> allow;
+};
+nlohmann::json ToJson(const NetworkPolicy& policy);
+Result<NetworkPolicy> NetworkPolicyFromJson(const nlohmann::json& json);
+
 struct Workspace {
   Workspace() = default;
   std::string id;  // "ws_" + 16 hex
@@ -78,6 +88,7 @@ struct Workspace {
   std::optional<int64_t> started_at;
   std::optional<int64_t> last_active_at;
   std::optional<Awake> awake;  // only while running
+  std::optional<NetworkPolicy> network;
 };
 nlohmann::json ToJson(const Workspace& ws);
 Result<Workspace> WorkspaceFromJson(const nlohmann::json& json);

@@ -52,6 +52,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
   AddAdminRoutes(router_, ctx_);
   AddWorkspaceRoutes(router_, ctx_);
   AddAgentRoutes(router_, ctx_);
+  if (options_.network) AddNetworkRoutes(router_, pool, *options_.network);
   if (options_.extra_routes) options_.extra_routes(router_);
   server_ = std::make_unique<http::Server>(
       io, options_.server, [this](http::Exchange& ex) { return Handle(ex); });

@@ -16,6 +16,7 @@
 #include "common/http/server.h"
 #include "controller/agent_client/agent_proxy.h"
 #include "controller/api/auth.h"
+#include "controller/network/network_api.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
 
@@ -28,6 +29,9 @@ struct ApiOptions {
   std::chrono::seconds wake_timeout{900};
   // Extra routes mounted by berthd (e.g. /mcp); they run after authentication.
   std::function<void(http::Router&)> extra_routes;
+  // GET|PATCH /v1/workspaces/{ws}/network, mounted when set (the workspace service implements
+  // it; it must outlive the server).
+  network::WorkspaceNetworkApi* network = nullptr;
 };
 
 // What every route needs. Owned by ApiServer; handlers hold a reference.
@@ -57,6 +61,8 @@ http::Task<bool> Require(http::Exchange& ex, Scope needed);
 void AddAdminRoutes(http::Router& router, ApiContext& ctx);
 void AddWorkspaceRoutes(http::Router& router, ApiContext& ctx);
 void AddAgentRoutes(http::Router& router, ApiContext& ctx);
+// network_routes.cc; blocking calls run on `pool`.
+void AddNetworkRoutes(http::Router& router, boost::asio::thread_pool& pool, network::WorkspaceNetworkApi& api);
 
 class ApiServer {
  public:

@@ -1,6 +1,7 @@
 #include "controller/api/json.h"
 
 #include "common/v1/time.h"
+#include "controller/network/policy.h"
 
 namespace berth::api {
 namespace {
@@ -75,6 +76,10 @@ v1::Workspace WorkspaceWire(const workspace::Workspace& ws,
     wire.idle_at = awake->idle_at;
     out.awake = std::move(wire);
   }
+  // The policy only; isolation, counters and refusals are GET …/network.
+  auto policy = network::PolicyJson(ws.network);
+  auto wire_policy = v1::NetworkPolicyFromJson(policy);
+  if (wire_policy) out.network = std::move(*wire_policy);
   return out;
 }
 

@@ -45,6 +45,13 @@ struct DomainSpec {
   uint16_t forward_port = 0;  // host 127.0.0.1 port forwarded to the agent (slirp only)
   uint16_t agent_port = 1024;
   std::string mac;  // stable per workspace, e.g. 52:54:00:xx:xx:xx
+
+  // Network isolation: QEMU runs as the workspace's own uid (the one its passt runs as), set
+  // through libvirt's DAC seclabel without relabelling: the caller owns the VM's files to the
+  // uid (disks and token 0600, run/ 0700) and the image's files stay root's, world-readable.
+  // 0: libvirt's default user (libvirt-qemu), which libvirt relabels files for.
+  uint32_t run_as_uid = 0;
+  uint32_t run_as_gid = 0;
 };
 
 // Pure: the same spec gives the same XML, byte for byte (golden-file tested).

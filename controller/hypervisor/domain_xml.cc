@@ -108,6 +108,16 @@ std::string RenderDomainXml(const DomainSpec& spec) {
   }
   add("    <memballoon model='virtio'/>");
   add("  </devices>");
+  if (spec.run_as_uid != 0) {
+    // "+N" is a numeric id: the workspace uids have no passwd entry. relabel='no': berthd gives
+    // the VM's own files (disks, token, run/) to the uid itself; libvirt's relabelling would
+    // also chown the image's backing disk, kernel and initrd, which every workspace shares, to
+    // this one uid (measured: the backing disk stayed that uid's after the VM stopped), making
+    // them writable by one guest's QEMU.
+    add("  <seclabel type='static' model='dac' relabel='no'>");
+    add(fmt::format("    <label>+{}:+{}</label>", spec.run_as_uid, spec.run_as_gid));
+    add("  </seclabel>");
+  }
   // The NIC is added on QEMU's command line: libvirt 9.0 has no passt <backend> nor a
   // stream netdev, and the address is pinned so the NIC does not take the VGA's slot.
   add("  <qemu:commandline>");

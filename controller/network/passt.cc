@@ -34,16 +34,28 @@ std::vector<std::string> PasstArgv(const PasstOptions& options) {
   // No inbound UDP at all; outbound UDP (DNS) still works.
   argv.push_back("--udp-ports");
   argv.push_back("none");
+  if (!options.dns.empty()) {
+    argv.push_back("--dns");
+    argv.push_back(options.dns);
+  }
   return argv;
 }
 
 Result<pid_t> StartPasst(const PasstOptions& options) {
-  passwd* pw = getpwnam(options.user.c_str());
-  if (pw == nullptr) {
-    return Fail(ErrorCode::kFailedPrecondition, fmt::format("no user '{}' for passt", options.user));
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (options.uid) {
+    uid = *options.uid;
+    gid = options.gid.value_or(static_cast<gid_t>(*options.uid));
+  } else {
+    passwd* pw = getpwnam(options.user.c_str());
+    if (pw == nullptr) {
+      return Fail(ErrorCode::kFailedPrecondition, fmt::format("no user '{}' for passt", options.user));
+    }
+    uid = pw->pw_uid;
+    gid = pw->pw_gid;
   }
-  uid_t uid = pw->pw_uid;
-  gid_t gid = pw->pw_gid;
+  if (uid == 0) return Fail(ErrorCode::kInvalidArgument, "passt must not run as root");
   ::unlink(options.socket_path.c_str());
   ::unlink(options.pid_file.c_str());
   std::vector<std::string> args = PasstArgv(options);
@@ -73,10 +85,16 @@ Result<pid_t> StartPasst(const PasstOptions& options) {
   int status = 0;
   waitpid(child, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    // The log is written by passt as the QEMU user: read it without following a symlink.
     std::string log;
     if (!options.log_file.empty()) {
-      std::ifstream in(options.log_file);
-      std::getline(in, log, '\0');
+      int fd = ::open(options.log_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+      if (fd >= 0) {
+        char buf[500];
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) log.assign(buf, static_cast<size_t>(n));
+        ::close(fd);
+      }
     }
     return Fail(ErrorCode::kUnavailable,
                 fmt::format("passt failed to start (status {}): {}", status, log.substr(0, 500)));
@@ -85,7 +103,7 @@ Result<pid_t> StartPasst(const PasstOptions& options) {
   for (;;) {
     struct stat st {};
     if (::stat(options.socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      auto pid = RunningPasst(options.pid_file);
+      auto pid = RunningPasst(options.pid_file, uid);
       if (pid) return pid;
     }
     if (std::chrono::steady_clock::now() > deadline) {
@@ -95,15 +113,48 @@ Result<pid_t> StartPasst(const PasstOptions& options) {
   }
 }
 
-Result<pid_t> RunningPasst(const std::string& pid_file) {
-  std::ifstream in(pid_file);
-  pid_t pid = 0;
-  if (!(in >> pid) || pid <= 0) return Fail(ErrorCode::kNotFound, "no passt pid file");
-  std::ifstream comm(fmt::format("/proc/{}/comm", pid));
+Result<pid_t> ReadPidFile(const std::string& pid_file) {
+  int fd = ::open(pid_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Fail(ErrorCode::kNotFound, fmt::format("no pid file {}", pid_file));
+  struct stat st {};
+  char buf[32] = {};
+  ssize_t n = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return Fail(ErrorCode::kNotFound, fmt::format("empty pid file {}", pid_file));
+  char* end = nullptr;
+  long pid = std::strtol(buf, &end, 10);
+  if (pid <= 1 || pid > 4194304 || (end && *end != '\0' && *end != '\n')) {
+    return Fail(ErrorCode::kNotFound, fmt::format("malformed pid file {}", pid_file));
+  }
+  return static_cast<pid_t>(pid);
+}
+
+Result<uid_t> ProcessUid(pid_t pid) {
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) == 0) {
+      return static_cast<uid_t>(std::strtoul(line.c_str() + 4, nullptr, 10));
+    }
+  }
+  return Fail(ErrorCode::kNotFound, fmt::format("no process {}", pid));
+}
+
+Result<pid_t> RunningPasst(const std::string& pid_file, std::optional<uid_t> uid) {
+  auto pid = ReadPidFile(pid_file);
+  if (!pid) return Fail(pid.error());
+  std::ifstream comm(fmt::format("/proc/{}/comm", *pid));
   std::string name;
   std::getline(comm, name);
   if (name.rfind("passt", 0) != 0) return Fail(ErrorCode::kNotFound, "passt is not running");
-  return pid;
+  if (uid) {
+    auto owner = ProcessUid(*pid);
+    if (!owner || *owner != *uid) {
+      return Fail(ErrorCode::kNotFound, fmt::format("process {} is not this workspace's passt", *pid));
+    }
+  }
+  return *pid;
 }
 
 }  // namespace berth::network

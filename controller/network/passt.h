@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "common/error.h"
@@ -26,8 +27,18 @@ struct PasstOptions {
   // Host 127.0.0.1:first → guest port second (the agent's TCP port for the forward
   // transport). Loopback only: nothing is exposed beyond this host.
   std::vector<std::pair<uint16_t, uint16_t>> tcp_forwards;
-  // passt must run as the user QEMU runs as (it connects to passt's socket).
+  // passt must run as the user QEMU runs as (it connects to passt's socket): `uid`/`gid` when
+  // set (network isolation: the workspace's own uid, which QEMU runs as too through the
+  // domain's DAC seclabel), else the account `user`. berthd drops to it before exec, so passt
+  // never runs as root.
   std::string user = "libvirt-qemu";
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  // The DNS server passt tells the guest about (DHCP/NDP). Under isolation every port-53
+  // packet of the workspace's uid is turned into its filtering resolver by nftables, so this
+  // only has to be an address the guest sends out through passt (kGuestDnsAddress). Empty:
+  // passt's default (the host's resolv.conf).
+  std::string dns;
   std::chrono::milliseconds ready_timeout{5000};
 };
 
@@ -38,7 +49,19 @@ std::vector<std::string> PasstArgv(const PasstOptions& options);
 // pid file).
 Result<pid_t> StartPasst(const PasstOptions& options);
 
-// The pid in `pid_file` if that process is alive and is passt.
-Result<pid_t> RunningPasst(const std::string& pid_file);
+// What the guest is told its DNS server is, under isolation: TEST-NET-1 (RFC 5737), which is
+// nobody's, so nothing but berthd's rewrite to the workspace's resolver ever answers it.
+inline constexpr const char* kGuestDnsAddress = "192.0.2.53";
+
+// The pid in `pid_file` if that process is alive, is passt and (when `uid` is given) runs as
+// that uid. The pid file lives in a directory the QEMU user owns: it is opened without
+// following symlinks and read with a size bound, and the pid is checked before anyone acts on it.
+Result<pid_t> RunningPasst(const std::string& pid_file, std::optional<uid_t> uid = std::nullopt);
+
+// The pid in a pid file opened with O_NOFOLLOW (a symlink planted by the directory's owner
+// is refused); not_found when missing or malformed.
+Result<pid_t> ReadPidFile(const std::string& pid_file);
+// The real uid of a live process; not_found when it is gone.
+Result<uid_t> ProcessUid(pid_t pid);
 
 }  // namespace berth::network

@@ -87,6 +87,14 @@ CREATE TABLE idempotency_keys (
       R"sql(
 ALTER TABLE workspaces ADD COLUMN agent_port INTEGER;
 )sql",
+      // 3: guest network isolation. `net_uid` is the workspace's own uid from the reserved
+      // range (its passt and QEMU run as it; nftables matches it), assigned on its first boot
+      // after this migration and kept until it is deleted; `network` its egress policy as JSON.
+      R"sql(
+ALTER TABLE workspaces ADD COLUMN net_uid INTEGER;
+ALTER TABLE workspaces ADD COLUMN network TEXT NOT NULL DEFAULT '{"egress":"open","allow":[]}';
+CREATE UNIQUE INDEX workspaces_by_net_uid ON workspaces (net_uid);
+)sql",
   };
   return kMigrations;
 }

@@ -12,7 +12,8 @@ using workspace::Workspace;
 constexpr std::string_view kWorkspaceColumns =
     "id, tenant_id, name, image, image_version, size, vcpus, memory_mib, disk_gib, "
     "idle_timeout_s, idle_action, max_runtime_s, auto_start, env, labels, state, error, "
-    "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at, agent_port";
+    "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at, agent_port, "
+    "network, net_uid";
 
 Workspace ReadWorkspace(const Statement& s) {
   Workspace ws;
@@ -44,6 +45,11 @@ Workspace ReadWorkspace(const Statement& s) {
   ws.started_at = s.OptInt(22);
   ws.last_active_at = s.OptInt(23);
   ws.agent_port = s.OptInt(24);
+  // A policy that no longer parses (it never should: it was validated on the way in) reads as
+  // "none" rather than opening the guest up.
+  auto policy = network::ParsePolicy(nlohmann::json::parse(s.Text(25), nullptr, false));
+  ws.network = policy ? *policy : network::Policy{network::Egress::kNone, {}, {}};
+  ws.net_uid = s.OptInt(26);
   return ws;
 }
 
@@ -184,7 +190,7 @@ Status Store::InsertWorkspace(const Workspace& ws) {
   std::lock_guard lock(mutex_);
   auto stmt = db_.Prepare(fmt::format(
       "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?)",
+      "?, ?, ?, ?, ?, ?, ?, ?, ?)",
       kWorkspaceColumns));
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.name).Bind(4, ws.image)
@@ -194,7 +200,8 @@ Status Store::InsertWorkspace(const Workspace& ws) {
       .Bind(13, ws.auto_start).Bind(14, ws.env.dump()).Bind(15, ws.labels.dump())
       .Bind(16, workspace::StateName(ws.state)).Bind(17, ws.error).Bind(18, ws.transport)
       .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
-      .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port);
+      .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port)
+      .Bind(26, network::PolicyJson(ws.network).dump()).Bind(27, ws.net_uid);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,
@@ -265,13 +272,14 @@ Status Store::UpdateWorkspace(const Workspace& ws) {
   auto stmt = db_.Prepare(
       "UPDATE workspaces SET name = ?, idle_timeout_s = ?, idle_action = ?, max_runtime_s = ?, "
       "auto_start = ?, env = ?, labels = ?, state = ?, error = ?, updated_at = ?, started_at = ?, "
-      "last_active_at = ?, image_version = ?, agent_port = ? WHERE id = ?");
+      "last_active_at = ?, image_version = ?, agent_port = ?, network = ? WHERE id = ?");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.name).Bind(2, ws.idle_timeout_s).Bind(3, IdleActionName(ws.idle_action))
       .Bind(4, ws.max_runtime_s).Bind(5, ws.auto_start).Bind(6, ws.env.dump())
       .Bind(7, ws.labels.dump()).Bind(8, workspace::StateName(ws.state)).Bind(9, ws.error)
       .Bind(10, ws.updated_at).Bind(11, ws.started_at).Bind(12, ws.last_active_at)
-      .Bind(13, ws.image_version).Bind(14, ws.agent_port).Bind(15, ws.id);
+      .Bind(13, ws.image_version).Bind(14, ws.agent_port)
+      .Bind(15, network::PolicyJson(ws.network).dump()).Bind(16, ws.id);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,
@@ -308,6 +316,39 @@ Result<std::vector<int64_t>> Store::UsedVsockCids() {
     out.push_back(stmt->Int(0));
   }
   return out;
+}
+
+Result<int64_t> Store::AssignNetworkUid(const std::string& id, int64_t first, int64_t count) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  auto current = db_.Prepare("SELECT net_uid FROM workspaces WHERE id = ?");
+  if (!current) return Fail(current.error());
+  current->Bind(1, id);
+  auto row = current->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", id));
+  if (auto uid = current->OptInt(0); uid && *uid >= first && *uid < first + count) return *uid;
+  // The lowest free uid of the range. UNIQUE (net_uid) backs this up should two berthds ever
+  // share a database.
+  auto free = db_.Prepare(
+      "SELECT MIN(c) FROM (SELECT ?1 AS c UNION ALL SELECT net_uid + 1 FROM workspaces "
+      "WHERE net_uid >= ?1 AND net_uid < ?1 + ?2) WHERE c < ?1 + ?2 AND c NOT IN "
+      "(SELECT net_uid FROM workspaces WHERE net_uid IS NOT NULL)");
+  if (!free) return Fail(free.error());
+  free->Bind(1, first).Bind(2, count);
+  auto found = free->Step();
+  if (!found) return Fail(found.error());
+  auto uid = *found ? free->OptInt(0) : std::nullopt;
+  if (!uid) {
+    return Fail(ErrorCode::kResourceExhausted,
+                fmt::format("all {} workspace uids from {} are taken", count, first));
+  }
+  auto set = db_.Prepare("UPDATE workspaces SET net_uid = ? WHERE id = ?");
+  if (!set) return Fail(set.error());
+  set->Bind(1, *uid).Bind(2, id);
+  if (auto s = set->Run(); !s) return Fail(s.error());
+  if (auto s = tx.Commit(); !s) return Fail(s.error());
+  return *uid;
 }
 
 // --- idempotency -------------------------------------------------------------------------------

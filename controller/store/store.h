@@ -75,6 +75,11 @@ class Store {
   Status UpdateWorkspace(const workspace::Workspace& ws);
   Status DeleteWorkspace(const std::string& id);
   Result<std::vector<int64_t>> UsedVsockCids();
+  // The workspace's uid in [first, first + count): the one it has, or else the lowest free one,
+  // stored before this returns (a workspace keeps it until deleted; one created before network
+  // isolation gets one on its next boot). not_found for an unknown id, resource_exhausted when
+  // the range is full.
+  Result<int64_t> AssignNetworkUid(const std::string& id, int64_t first, int64_t count);
 
   // --- idempotent creates ---
   Result<std::optional<std::string>> FindIdempotencyKey(const std::string& tenant_id,

@@ -77,7 +77,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
   static const std::set<std::string, std::less<>> kKnown = {
       "name", "image", "size", "cpus", "memory_mib", "disk_gib", "idle_timeout", "idle_action",
-      "max_runtime", "auto_start", "env", "labels"};
+      "max_runtime", "auto_start", "env", "labels", "network"};
   for (const auto& [k, v] : body.items()) {
     if (!kKnown.contains(k)) return Fail(Invalid(fmt::format("unknown field '{}'", k)));
   }
@@ -145,6 +145,11 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (body.contains("labels")) {
     if (auto s = ValidateLabels(body["labels"]); !s) return Fail(s.error());
     r.labels = body["labels"];
+  }
+  if (body.contains("network")) {
+    auto policy = network::ParsePolicy(body["network"]);
+    if (!policy) return Fail(policy.error());
+    r.network = std::move(*policy);
   }
   return r;
 }

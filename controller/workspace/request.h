@@ -39,6 +39,8 @@ struct CreateRequest {
   bool auto_start = true;
   nlohmann::json env = nlohmann::json::object();
   nlohmann::json labels = nlohmann::json::object();
+  // The guest's egress policy ("network": {...}, controller/network/policy.h); open by default.
+  network::Policy network;
 };
 Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
 

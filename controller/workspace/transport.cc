@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -25,15 +26,15 @@ namespace {
 namespace fs = std::filesystem;
 constexpr uint16_t kAgentPort = 1024;  // the agent's vsock and TCP port in every image
 
-// run/ belongs to the QEMU user: QEMU creates the VNC socket there and passt its socket, pid
-// file and log.
-Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
+// run/ belongs to the QEMU user (under network isolation, the workspace's own uid): QEMU creates
+// the VNC socket there and passt its socket, pid file and log.
+Status PrepareRunDir(const Layout& layout, uid_t uid, gid_t gid) {
   std::error_code ec;
   fs::create_directories(layout.run_dir(), ec);
   if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.run_dir().string()));
-  passwd* pw = getpwnam(qemu_user.c_str());
-  if (pw != nullptr && geteuid() == 0) {
-    if (chown(layout.run_dir().c_str(), pw->pw_uid, pw->pw_gid) != 0) {
+  if (geteuid() == 0) {
+    // lchown: run/ itself is ours (root made it), but never follow a link planted in its place.
+    if (lchown(layout.run_dir().c_str(), uid, gid) != 0) {
       return Fail(ErrnoError(errno, "chown " + layout.run_dir().string()));
     }
   }
@@ -41,12 +42,42 @@ Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
   return {};
 }
 
+Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
+  passwd* pw = getpwnam(qemu_user.c_str());
+  if (pw == nullptr) {
+    std::error_code ec;
+    fs::create_directories(layout.run_dir(), ec);
+    if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.run_dir().string()));
+    return {};
+  }
+  return PrepareRunDir(layout, pw->pw_uid, pw->pw_gid);
+}
+
+// Under isolation every workspace's QEMU runs as its own uid and libvirt relabels nothing
+// (domain_xml.cc says why): the VM's own files become that uid's, 0600, so QEMU opens them and
+// no other workspace's uid reads them (qemu-img leaves 0644). lchown: never through a link.
+Status OwnFiles(const Layout& layout, uid_t uid) {
+  for (const auto& path : {layout.root_disk(), layout.data_disk(), layout.token()}) {
+    if (::lchown(path.c_str(), uid, uid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
+      if (errno == ENOENT) continue;
+      return Fail(ErrnoError(errno, "give " + path.string() + " to the workspace's uid"));
+    }
+  }
+  return {};
+}
+
 // Ends the process in `pid_file` if it is alive and its command line mentions `marker` (a
-// recycled pid must not be killed).
-void KillFromPidFile(const fs::path& pid_file, const std::string& marker) {
-  std::ifstream in(pid_file);
-  pid_t pid = 0;
-  if (!(in >> pid) || pid <= 1) return;
+// recycled pid must not be killed), and, when `uid` is given, it runs as that uid. The pid
+// file may sit in a directory the QEMU user owns: it is read without following symlinks.
+void KillFromPidFile(const fs::path& pid_file, const std::string& marker,
+                     std::optional<uid_t> uid = std::nullopt) {
+  auto read = network::ReadPidFile(pid_file.string());
+  if (!read) return;
+  pid_t pid = *read;
+  if (uid) {
+    auto owner = network::ProcessUid(pid);
+    if (!owner || *owner != *uid) return;
+  }
   std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid));
   std::string args;
   std::getline(cmdline, args, '\0');
@@ -70,12 +101,30 @@ class VmTransport : public Transport {
 
   Status BeforeStart(Workspace& ws, const Layout& layout, bool /*resume*/,
                      hypervisor::DomainSpec& spec) override {
-    if (auto s = PrepareRunDir(layout, options_.qemu_user); !s) return s;
+    network::PasstOptions passt;
+    if (options_.network_isolation) {
+      if (!ws.net_uid) {
+        return Fail(ErrorCode::kFailedPrecondition,
+                    fmt::format("workspace {} has no network uid: NetworkManager::BeforeBoot must run "
+                                "before the transport starts passt", ws.id));
+      }
+      auto uid = static_cast<uid_t>(*ws.net_uid);
+      if (auto s = PrepareRunDir(layout, uid, uid); !s) return s;
+      if (auto s = OwnFiles(layout, uid); !s) return s;
+      passt.uid = uid;
+      passt.gid = uid;
+      passt.dns = network::kGuestDnsAddress;
+      spec.run_as_uid = uid;
+      spec.run_as_gid = uid;
+    } else {
+      if (auto s = PrepareRunDir(layout, options_.qemu_user); !s) return s;
+      passt.user = options_.qemu_user;
+    }
     // A passt left from a VM that never connected (a failed start) holds the socket path.
     KillFromPidFile(layout.passt_pid(), layout.passt_socket().string());
-    network::PasstOptions passt;
+    // A log of an earlier boot under another owner would stop passt from writing it.
+    if (options_.network_isolation) ::unlink(layout.passt_log().c_str());
     passt.binary = options_.passt_binary;
-    passt.user = options_.qemu_user;
     passt.socket_path = layout.passt_socket().string();
     passt.pid_file = layout.passt_pid().string();
     passt.log_file = layout.passt_log().string();

@@ -44,6 +44,11 @@ struct TransportOptions {
   std::string qemu_user = "libvirt-qemu";  // passt runs as the user QEMU runs as
   std::string agent_binary;     // unix: the berth-agent to run
   std::string agent_user;       // unix: its --default-user
+  // Guest network isolation (controller/network/network_manager.h): passt and QEMU run as the
+  // workspace's own uid (ws.net_uid, which NetworkManager::BeforeBoot assigns before the
+  // transport's BeforeStart), passt points the guest's DNS at the filtering resolver, run/
+  // belongs to that uid and the disks and token are made private to it.
+  bool network_isolation = false;
 };
 
 // "auto" is vsock when /dev/vhost-vsock exists, forward otherwise.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "controller/network/policy.h"
 
 namespace berth::workspace {
 
@@ -65,6 +66,11 @@ struct Workspace {
   std::optional<int64_t> started_at;
   std::optional<int64_t> last_active_at;
   std::optional<int64_t> agent_port;  // forward transport: host 127.0.0.1 port of this boot
+  // Guest network: the egress policy, and the workspace's own uid from the reserved range
+  // (assigned by Store::AssignNetworkUid on its first boot with isolation; never by
+  // UpdateWorkspace, so a stale copy cannot drop it).
+  network::Policy network;
+  std::optional<int64_t> net_uid;
 
   // The libvirt domain name.
   std::string DomainName() const { return "berth-" + id; }

@@ -10,6 +10,7 @@
 
 #include "controller/network/passt.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 using namespace berth;
 
@@ -53,4 +54,48 @@ TEST_CASE("passt starts as the QEMU user and serves its socket", "[passt]") {
   kill(*pid, SIGTERM);
   for (int i = 0; i < 100 && kill(*pid, 0) == 0; ++i) usleep(20'000);
   CHECK_FALSE(network::RunningPasst(o.pid_file));
+}
+
+TEST_CASE("passt runs as the workspace's own uid and points the guest's DNS at berthd's resolver", "[passt]") {
+  if (geteuid() != 0 || access("/usr/bin/passt", X_OK) != 0) {
+    FAIL("needs root and passt (scripts/setup installs it)");
+  }
+  testing::TempDir dir("berth-passt-uid");
+  constexpr uid_t kUid = 2000123;  // no passwd entry, as in production
+  REQUIRE(chown(dir.path().c_str(), kUid, kUid) == 0);
+  network::PasstOptions o;
+  o.socket_path = dir / "passt.sock";
+  o.pid_file = dir / "passt.pid";
+  o.log_file = dir / "passt.log";
+  o.uid = kUid;
+  o.gid = kUid;
+  o.dns = network::kGuestDnsAddress;
+  auto argv = network::PasstArgv(o);
+  CHECK(std::find(argv.begin(), argv.end(), std::string(network::kGuestDnsAddress)) != argv.end());
+  auto pid = network::StartPasst(o);
+  REQUIRE(pid);
+  CHECK(network::ProcessUid(*pid).value() == kUid);
+  CHECK(network::RunningPasst(o.pid_file, kUid).value() == *pid);
+  // Another uid's check does not take it for its own passt.
+  CHECK_FALSE(network::RunningPasst(o.pid_file, kUid + 1));
+  kill(*pid, SIGTERM);
+  CHECK(testing::WaitFor([&] { return !network::RunningPasst(o.pid_file); }));
+}
+
+TEST_CASE("a pid file that is a symlink is not followed", "[passt]") {
+  testing::TempDir dir("berth-passt-link");
+  std::ofstream(dir / "real") << getpid() << "\n";
+  REQUIRE(symlink((dir / "real").c_str(), (dir / "passt.pid").c_str()) == 0);
+  CHECK(network::ReadPidFile(dir / "real").value() == getpid());
+  auto linked = network::ReadPidFile(dir / "passt.pid");
+  REQUIRE_FALSE(linked);
+  CHECK(linked.error().code == ErrorCode::kNotFound);
+}
+
+TEST_CASE("passt refuses to run as root", "[passt]") {
+  network::PasstOptions o;
+  o.uid = 0;
+  auto r = network::StartPasst(o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ErrorCode::kInvalidArgument);
 }

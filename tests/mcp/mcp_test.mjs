@@ -51,7 +51,7 @@ const EXPECTED_TOOLS = [
   'workspace_create', 'workspace_list', 'workspace_get', 'workspace_start', 'workspace_stop',
   'workspace_hibernate', 'workspace_delete', 'workspace_use', 'exec', 'process_list',
   'process_output', 'process_kill', 'file_read', 'file_write', 'file_edit', 'file_list',
-  'file_delete', 'ports_list',
+  'file_delete', 'ports_list', 'network_policy',
 ];
 
 // ---- small helpers -------------------------------------------------------------------------

@@ -91,3 +91,23 @@ TEST_CASE("domain XML: the token is referenced by file, never inline, and text i
   CHECK(xml.find("a&lt;b&gt;&amp;&apos;c&quot;") != std::string::npos);
   CHECK(xml.find("a<b>") == std::string::npos);
 }
+
+TEST_CASE("domain XML: isolated network runs QEMU as the workspace's own uid", "[xml]") {
+  DomainSpec spec = BaseSpec();
+  spec.passt_socket = "/var/lib/berth/workspaces/ws_0123456789ab/run/passt.sock";
+  spec.run_as_uid = 2000007;
+  spec.run_as_gid = 2000007;
+  std::string xml = RenderDomainXml(spec);
+  CHECK(xml.find("<seclabel type='static' model='dac' relabel='no'>\n"
+                 "    <label>+2000007:+2000007</label>\n"
+                 "  </seclabel>") != std::string::npos);
+  // The seclabel is a child of <domain>, after the devices.
+  CHECK(xml.find("</devices>") < xml.find("<seclabel"));
+  CheckGolden("domain_tcg_passt_isolated.xml", xml);
+}
+
+TEST_CASE("domain XML: no seclabel without a workspace uid (libvirt's default user)", "[xml]") {
+  DomainSpec spec = BaseSpec();
+  spec.passt_socket = "/var/lib/berth/run/ws_0123456789ab/passt.sock";
+  CHECK(RenderDomainXml(spec).find("seclabel") == std::string::npos);
+}

@@ -138,3 +138,62 @@ TEST_CASE("events list in order after a cursor; state survives reopening", "[sto
   REQUIRE((*store)->DeleteWorkspace("ws_1"));
   CHECK((*store)->GetWorkspaceById("ws_1").error().code == ErrorCode::kNotFound);
 }
+
+TEST_CASE("store: a workspace keeps its network uid; new ones take the lowest free", "[store][network]") {
+  auto store = berth::store::Store::Open(":memory:");
+  REQUIRE(store);
+  auto& s = **store;
+  REQUIRE(s.CreateTenant("t", 1));
+  auto make = [&](const std::string& id) {
+    berth::workspace::Workspace ws;
+    ws.id = id;
+    ws.tenant_id = "t_t";
+    ws.name = id.substr(3);
+    ws.image = "base";
+    ws.image_version = "v1";
+    ws.transport = "forward";
+    ws.uuid = "uuid-" + id;
+    REQUIRE(s.InsertWorkspace(ws));
+  };
+  make("ws_a");
+  make("ws_b");
+  make("ws_c");
+  CHECK(s.AssignNetworkUid("ws_a", 5000, 3).value() == 5000);
+  CHECK(s.AssignNetworkUid("ws_b", 5000, 3).value() == 5001);
+  CHECK(s.AssignNetworkUid("ws_a", 5000, 3).value() == 5000);  // kept
+  // An UpdateWorkspace from a copy read before the uid was assigned does not drop it.
+  auto stale = s.GetWorkspaceById("ws_a").value();
+  stale.net_uid.reset();
+  REQUIRE(s.UpdateWorkspace(stale));
+  CHECK(s.GetWorkspaceById("ws_a")->net_uid == 5000);
+  REQUIRE(s.DeleteWorkspace("ws_a"));
+  CHECK(s.AssignNetworkUid("ws_c", 5000, 3).value() == 5000);  // freed by the delete
+  make("ws_d");
+  CHECK(s.AssignNetworkUid("ws_d", 5000, 3).value() == 5002);
+  make("ws_e");
+  auto full = s.AssignNetworkUid("ws_e", 5000, 3);
+  REQUIRE_FALSE(full);
+  CHECK(full.error().code == berth::ErrorCode::kResourceExhausted);
+  CHECK(s.AssignNetworkUid("ws_nope", 5000, 3).error().code == berth::ErrorCode::kNotFound);
+}
+
+TEST_CASE("store: the network policy is stored with the workspace", "[store][network]") {
+  auto store = berth::store::Store::Open(":memory:");
+  REQUIRE(store);
+  auto& s = **store;
+  REQUIRE(s.CreateTenant("t", 1));
+  berth::workspace::Workspace ws;
+  ws.id = "ws_p";
+  ws.tenant_id = "t_t";
+  ws.name = "p";
+  ws.image = "base";
+  ws.image_version = "v1";
+  ws.transport = "forward";
+  ws.uuid = "uuid-p";
+  REQUIRE(s.InsertWorkspace(ws));
+  CHECK(s.GetWorkspaceById("ws_p")->network.egress == berth::network::Egress::kOpen);
+  ws.network = berth::network::ParsePolicy(nlohmann::json::parse(R"({"allow":["github.com","10.0.0.0/8"]})")).value();
+  REQUIRE(s.UpdateWorkspace(ws));
+  auto back = s.GetWorkspaceById("ws_p").value();
+  CHECK(back.network == ws.network);
+}

@@ -1,0 +1,53 @@
+// The operator's side of guest networking: the "network" object of berthd's config file.
+//   {"isolation": true, "open_cidrs": ["10.20.0.0/16"],
+//    "uid_range": {"first": 2000000, "count": 65536}, "upstream_dns": ["192.0.2.53"]}
+// Pure; any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "controller/network/policy.h"
+
+namespace berth::network {
+
+struct NetworkConfig {
+  // Off: no firewall, no filtering resolver, passt and QEMU run as before and every workspace
+  // reports network.isolated false. For hosts without nftables; never the default.
+  bool isolation = true;
+  // Private ranges the operator opens to every workspace (a company's package proxy). They
+  // reopen only the closed private, shared and link-local ranges: loopback and the host's own
+  // addresses stay closed whatever this says (a config naming loopback is refused).
+  std::vector<Cidr> open_cidrs;
+  // Each workspace gets one uid of this range for its passt and QEMU; nftables matches it.
+  // Far above Debian's dynamic ranges (system < 1000, users < 60000, systemd's DynamicUser
+  // 61184–65519, container subuids from 100000 in 65536 blocks), and at most 65536 uids so
+  // that each maps onto its own resolver address in 127.77.0.0/16.
+  uid_t uid_first = 2'000'000;
+  uint32_t uid_count = 65536;
+  // Where the filtering resolvers send the questions they allow. Empty: the nameservers of
+  // /etc/resolv.conf at start-up.
+  std::vector<std::string> upstream_dns;
+  // Tools, overridable for tests.
+  std::string passt_binary = "/usr/bin/passt";
+  // libvirt's per-domain state (the master key QEMU reads at start) lives under this
+  // directory, which Debian makes 0750 libvirt-qemu: a QEMU running as a workspace uid cannot
+  // reach it. Start() adds search permission for others (o+x, not read: nobody lists it), as
+  // libvirt's own packaging does (0751). Empty: leave it alone.
+  std::string libvirt_qemu_dir = "/var/lib/libvirt/qemu";
+};
+
+// The "network" object; unknown keys and bad values are invalid_argument errors.
+Result<NetworkConfig> ParseNetworkConfig(const nlohmann::json& j);
+
+// The nameservers in a resolv.conf text (IPv4 and IPv6, in order).
+std::vector<std::string> NameserversFromResolvConf(std::string_view text);
+
+}  // namespace berth::network
