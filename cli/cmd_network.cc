@@ -4,13 +4,14 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/context.h"
+#include "common/deadline.h"
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 
 namespace berth::cli {
 namespace {
 
-using boost::beast::http::verb;
 
 struct NetworkOptions {
   std::string workspace;
@@ -52,16 +53,18 @@ void Print(Context& ctx, const nlohmann::json& n) {
 }
 
 Result<int> Network(Context& ctx, const NetworkOptions& o) {
-  std::string route = ctx.WorkspaceRoute(o.workspace, "/network");
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto deadline = DeadlineIn(std::chrono::seconds(60));
   Result<nlohmann::json> answer = Fail(ErrorCode::kInternal, "no request");
   if (o.egress.empty() && o.allow.empty() && !o.clear_allow) {
-    answer = ctx.Call(verb::get, route);
+    answer = berth->GetNetwork(o.workspace, deadline);
   } else {
-    nlohmann::json body = nlohmann::json::object();
+    v1::NetworkPolicy policy;
     // --allow alone means an allowlist; --egress open|none with --allow is refused by berthd.
-    body["egress"] = o.egress.empty() ? "allowlist" : o.egress;
-    body["allow"] = o.allow;
-    answer = ctx.Call(verb::patch, route, body);
+    policy.egress = o.egress.empty() ? "allowlist" : o.egress;
+    policy.allow = o.allow;
+    answer = berth->SetNetwork(o.workspace, policy, deadline);
   }
   if (!answer) return Fail(answer.error());
   if (ctx.json()) {

@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -15,7 +16,9 @@
 #include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/auth.h"
+#include "controller/api/local_backend.h"
 #include "controller/hypervisor/libvirt_hypervisor.h"
+#include "controller/network/network_manager.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
 #include "mcp/mcp_http.h"
@@ -49,6 +52,13 @@ Status Config::LoadFile(const fs::path& path) {
       else if (k == "image_gc_every_s") image_gc_every_s = v.get<int>();
       else if (k == "io_threads") io_threads = v.get<int>();
       else if (k == "log_level") log_level = v.get<std::string>();
+      else if (k == "network") {
+        auto parsed = network::ParseNetworkConfig(v);
+        if (!parsed) {
+          return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: network: {}", path.string(), parsed.error().message));
+        }
+        network = std::move(*parsed);
+      }
       else return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: unknown key '{}'", path.string(), k));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -57,7 +67,8 @@ Status Config::LoadFile(const fs::path& path) {
   return {};
 }
 
-Daemon::Daemon(Config config) : config_(std::move(config)) {}
+Daemon::Daemon(Config config)
+    : config_(std::move(config)), mcp_calls_(std::make_shared<api::McpCalls>()) {}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -113,10 +124,27 @@ Status Daemon::Start() {
   }
   hypervisor_ = std::move(*hv);
 
+  // The guest network, before any guest can boot. Host-process agents (the unix transport,
+  // tests) have no guest network to isolate, and one isolating berthd per host owns the table.
+  network::NetworkConfig net = config_.network;
+  if (config_.transport == "unix") net.isolation = false;
+  auto manager = network::NetworkManager::Start(net, *store_, UnixNow);
+  if (!manager) return Fail(manager.error());
+  network_ = std::move(*manager);
+  if (auto failed = network_->install_error()) {
+    spdlog::error("guest network: {}; no guest will boot until this is fixed (or set "
+                  "\"network\": {{\"isolation\": false}} in the config)", failed->message);
+  } else {
+    spdlog::info("guest network: {}", net.isolation ? "isolated (nftables table inet berth)" : "not isolated");
+  }
+
   workspace::TransportOptions topt;
   topt.kind = config_.transport;
   topt.agent_binary = config_.agent_binary;
   topt.agent_user = config_.agent_user;
+  // Under isolation passt and QEMU run under each workspace's own uid.
+  topt.network_isolation = net.isolation;
+  topt.passt_binary = net.passt_binary;
   auto transport = workspace::MakeTransport(topt);
   if (!transport) return Fail(transport.error());
 
@@ -130,6 +158,7 @@ Status Daemon::Start() {
   sopt.idle_poll = std::chrono::milliseconds(config_.idle_poll_ms);
   sopt.reconcile_every = std::chrono::seconds(config_.reconcile_every_s);
   sopt.image_gc_every = std::chrono::seconds(config_.image_gc_every_s);
+  sopt.network = network_.get();
   service_ = std::make_unique<workspace::WorkspaceService>(*store_, *hypervisor_,
                                                            std::move(*transport), std::move(sopt));
   if (auto s = service_->Run(); !s) return s;
@@ -137,10 +166,19 @@ Status Daemon::Start() {
   // The API's blocking calls are short SQLite reads (auth misses, events, usage): a few threads.
   pool_ = std::make_unique<boost::asio::thread_pool>(4);
   mcp_pool_ = std::make_unique<boost::asio::thread_pool>(8);
-  mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_);
+  // /mcp in-process: each session acts through a LocalBackend as the key's principal, calling
+  // the workspace service and the agents directly (no loopback HTTP).
+  mcp::BackendFactory backends = [this](http::Exchange&, const std::string& key)
+      -> Result<std::shared_ptr<mcp::Backend>> {
+    auto principal = auth_->Authenticate("Bearer " + key);
+    if (!principal) return Fail(principal.error());
+    return std::make_shared<api::LocalBackend>(*service_, io_, *principal, mcp_calls_);
+  };
+  mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   api::ApiOptions aopt;
-  // MCP over streamable HTTP; the handler checks the API key itself (GET /v1/me at initialize)
-  // and calls berthd's own API with it, so a key sees the same through MCP as through the API.
+  aopt.network = service_.get();
+  // MCP over streamable HTTP; the handler checks the API key itself at initialize, and every
+  // tool acts as that key's principal, so a key sees the same through MCP as through the API.
   aopt.extra_routes = [this](http::Router& router) {
     http::Handler handler = [this](http::Exchange& ex) { return mcp::ServeMcpHttp(ex, *mcp_); };
     router.Add(http::bhttp::verb::post, "/mcp", handler);
@@ -157,7 +195,6 @@ Status Daemon::Start() {
   auto bound = api_->Listen(*listen);
   if (!bound) return Fail(bound.error());
   endpoint_ = *bound;
-  if (auto s = mcp_->SetApiUrl(url()); !s) return s;
   for (int i = 0; i < std::max(1, config_.io_threads); ++i) {
     io_threads_.emplace_back([this] {
       auto guard = boost::asio::make_work_guard(io_);
@@ -172,11 +209,26 @@ void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
   if (api_) api_->Stop();
+  // MCP calls waiting on the service end now; calls still talking to an agent get a moment.
+  mcp_calls_->closing = true;
+  for (int i = 0; i < 100 && mcp_calls_->running > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   if (service_) service_->Shutdown();
   io_.stop();
   for (auto& t : io_threads_) t.join();
   io_threads_.clear();
-  if (mcp_pool_) mcp_pool_->join();
+  if (mcp_pool_) {
+    if (mcp_calls_->running > 0) {
+      // An agent call that did not end in 10 s: its thread is left to the process's exit
+      // rather than holding shutdown up for as long as the guest takes.
+      spdlog::warn("shutdown: {} MCP call(s) still running; not waiting for them", mcp_calls_->running.load());
+      mcp_pool_->stop();
+      (void)mcp_pool_.release();  // deliberately leaked: joining would wait for the guest
+    } else {
+      mcp_pool_->join();
+    }
+  }
   if (pool_) pool_->join();
 }
 

@@ -14,14 +14,16 @@
 
 #include "common/endpoint.h"
 #include "common/error.h"
+#include "controller/network/network_config.h"
 
 namespace berth {
 
 namespace store { class Store; }
 namespace hypervisor { class Hypervisor; }
 namespace workspace { class WorkspaceService; }
-namespace api { class ApiServer; class Authenticator; }
+namespace api { class ApiServer; class Authenticator; struct McpCalls; }
 namespace mcp { class McpHttpContext; }
+namespace network { class NetworkManager; }
 
 struct Config {
   std::string listen = "127.0.0.1:8420";  // loopback by default: put a TLS proxy in front
@@ -40,6 +42,9 @@ struct Config {
   int image_gc_every_s = 3600;             // 0: keep every image version
   int io_threads = 2;                      // the host has few cores; I/O is not the bottleneck
   std::string log_level = "info";
+  // Guest network isolation ("network": {...}, controller/network/network_config.h). On by
+  // default; the unix transport (tests: no guests) never installs rules.
+  network::NetworkConfig network;
 
   // Reads a JSON config file; keys as the fields above ("listen", "data_dir", ...). Flags
   // given on the command line win over the file (the caller applies them after).
@@ -72,13 +77,15 @@ class Daemon {
   Config config_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<hypervisor::Hypervisor> hypervisor_;
+  std::unique_ptr<network::NetworkManager> network_;
   std::unique_ptr<workspace::WorkspaceService> service_;
   std::unique_ptr<api::Authenticator> auth_;
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::thread_pool> pool_;
-  // MCP tool calls block a thread for as long as they run and call back into berthd's own API
-  // over loopback: they get their own pool, or enough of them would starve pool_ and deadlock.
+  // MCP tool calls block a thread for as long as they run (an exec for up to an hour): a pool
+  // of their own, so they never hold up the API's short blocking calls.
   std::unique_ptr<boost::asio::thread_pool> mcp_pool_;
+  std::shared_ptr<api::McpCalls> mcp_calls_;
   std::unique_ptr<mcp::McpHttpContext> mcp_;
   std::unique_ptr<api::ApiServer> api_;
   std::vector<std::thread> io_threads_;

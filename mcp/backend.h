@@ -161,6 +161,12 @@ class Backend {
   // --- ports ---
   virtual Result<std::vector<protocol::PortInfo>> ListPorts(std::string_view ws,
                                                             Deadline deadline) = 0;
+
+  // --- the guest network: the API's answer of GET|PATCH …/network (docs/api.md, "Network") ---
+  virtual Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) = 0;
+  // Replaces the egress policy; it applies to the running guest at once.
+  virtual Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                            Deadline deadline) = 0;
 };
 
 }  // namespace berth::mcp

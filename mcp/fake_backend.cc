@@ -567,6 +567,38 @@ Result<std::vector<protocol::PortInfo>> FakeBackend::ListPorts(std::string_view 
   return (*space)->ports;
 }
 
+namespace {
+nlohmann::json NetworkAnswer(const v1::NetworkPolicy& policy) {
+  nlohmann::json j = v1::ToJson(policy);
+  j["isolated"] = true;
+  j["counters"] = {{"refused_packets", 0}, {"refused_names", 0}};
+  j["refused"] = nlohmann::json::array();
+  j["refused_names"] = nlohmann::json::array();
+  return j;
+}
+}  // namespace
+
+Result<nlohmann::json> FakeBackend::GetNetwork(std::string_view ws, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("GetNetwork", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  return NetworkAnswer((*space)->network);
+}
+
+Result<nlohmann::json> FakeBackend::SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                               Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("SetNetwork", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  if (policy.egress != "open" && policy.egress != "none" && policy.egress != "allowlist") {
+    return Fail(ErrorCode::kInvalidArgument, "egress must be open, none or allowlist");
+  }
+  (*space)->network = policy;
+  return NetworkAnswer(policy);
+}
+
 void FakeBackend::SetPortsForTest(std::string_view ws, std::vector<protocol::PortInfo> ports) {
   std::lock_guard lock(mutex_);
   if (auto space = FindLocked(ws); space) (*space)->ports = std::move(ports);

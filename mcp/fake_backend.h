@@ -67,6 +67,10 @@ class FakeBackend : public Backend {
                     Deadline deadline) override;
 
   Result<std::vector<protocol::PortInfo>> ListPorts(std::string_view ws, Deadline deadline) override;
+  // The policy as stored (isolated: true, no refusals).
+  Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
+  Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                    Deadline deadline) override;
 
   // --- test controls ---
   // A workspace as if made earlier, in `state`; its id.
@@ -109,6 +113,7 @@ class FakeBackend : public Backend {
     std::map<int, Process> processes;
     std::map<std::string, File> files;  // absolute paths; directories are implied
     std::vector<protocol::PortInfo> ports;
+    v1::NetworkPolicy network;
   };
   // Records the call and returns its canned failure, if any. Under mutex_.
   Status EnterLocked(const std::string& method, Deadline deadline);

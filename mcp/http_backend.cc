@@ -27,17 +27,6 @@ client::ClientOptions Options() {
   return options;
 }
 
-// "bytes a-b/total" or "bytes */total" → total.
-std::optional<uint64_t> TotalFromContentRange(std::string_view header) {
-  auto slash = header.rfind('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  std::string_view text = header.substr(slash + 1);
-  uint64_t total = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), total);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return total;
-}
-
 }  // namespace
 
 HttpBackend::HttpBackend(Endpoint endpoint, std::string api_key)
@@ -86,180 +75,18 @@ Result<v1::Workspace> HttpBackend::WaitForState(std::string_view ws, v1::State s
   return berth_.Wait(ws, state, deadline);
 }
 
-Result<protocol::ExitStatus> HttpBackend::RunCommand(std::string_view ws,
-                                                     const protocol::ExecRequest& request,
-                                                     const ExecEventFn& on_event,
-                                                     Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::ExecStream(agent.client, agent.scope, request, on_event);
-}
-
-Result<StartedProcess> HttpBackend::StartProcess(std::string_view ws,
-                                                 const protocol::ExecRequest& request,
-                                                 Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  auto started = client::StartBackground(agent.client, agent.scope, request);
-  if (!started) return Fail(started.error());
-  StartedProcess out;
-  out.pid = started->pid;
-  out.tag = started->tag;
-  return out;
-}
-
-Result<std::vector<protocol::ProcessInfo>> HttpBackend::ListProcesses(std::string_view ws,
-                                                                      Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::ListProcesses(agent.client, agent.scope);
-}
-
-Result<protocol::ProcessInfo> HttpBackend::GetProcess(std::string_view ws, std::string_view id,
-                                                      Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::GetProcess(agent.client, agent.scope, id);
-}
-
-Result<protocol::ProcessInfo> HttpBackend::WaitForProcess(std::string_view ws,
-                                                          std::string_view id,
+Result<AgentBackend::AgentSession> HttpBackend::OpenAgent(std::string_view ws, Access /*access*/,
                                                           Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  auto info = client::GetProcess(agent.client, agent.scope, id);
-  if (!info || !info->running) return info;
-  // Follow its output from where it is now (nothing old comes again) until the end event:
-  // the agent says the moment it ends, and keepalives carry the stream while it is quiet.
-  client::OutputOptions options;
-  options.follow = true;
-  options.stdout_offset = info->stdout_bytes;
-  options.stderr_offset = info->stderr_bytes;
-  // The follow stops a little before the deadline, which leaves time to look at the process
-  // once more within it.
-  constexpr std::chrono::seconds kLastLook{2};
-  bool reserve = Remaining(deadline) > 2 * kLastLook;
-  auto follower = berth_.Agent(ws, reserve ? deadline - kLastLook : deadline);
-  auto ended = client::ProcessOutput(follower.client, follower.scope, id, options, {});
-  if (!ended && ended.error().code != ErrorCode::kDeadlineExceeded) return Fail(ended.error());
-  if (!reserve && !ended) return info;  // out of time: as it was, still running
-  return client::GetProcess(agent.client, agent.scope, id);
+  return AgentSession{berth_.Agent(ws, deadline), nullptr, nlohmann::json::object()};
 }
 
-Result<std::optional<protocol::ExitStatus>> HttpBackend::ReadProcessOutput(
-    std::string_view ws, std::string_view id, const OutputRange& range,
-    const ExecEventFn& on_event, Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  client::OutputOptions options;
-  options.stdout_offset = range.stdout_offset;
-  options.stderr_offset = range.stderr_offset;
-  return client::ProcessOutput(agent.client, agent.scope, id, options, on_event);
+Result<nlohmann::json> HttpBackend::GetNetwork(std::string_view ws, Deadline deadline) {
+  return berth_.GetNetwork(ws, deadline);
 }
 
-Result<protocol::ProcessInfo> HttpBackend::SignalProcess(std::string_view ws, std::string_view id,
-                                                         std::string_view signal,
-                                                         Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::Signal(agent.client, agent.scope, id, signal);
-}
-
-Result<protocol::ProcessInfo> HttpBackend::KillProcess(std::string_view ws, std::string_view id,
-                                                       Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::Kill(agent.client, agent.scope, id);
-}
-
-Result<protocol::FileInfo> HttpBackend::StatPath(std::string_view ws, const std::string& path,
-                                                 Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::Stat(agent.client, agent.scope, path);
-}
-
-// GET with a Range header; works as well when the server answers the whole file (it is skipped
-// and cut here).
-Result<FileChunk> HttpBackend::ReadFile(std::string_view ws, const std::string& path,
-                                        uint64_t offset, uint64_t max, Deadline deadline) {
-  FileChunk piece;
-  piece.offset = offset;
-  if (max == 0) return piece;
-  int status = 0;
-  bool is_json = false;
-  uint64_t skip = 0;
-  bool enough = false;
-  client::Headers headers = {{"Range", fmt::format("bytes={}-{}", offset, offset + max - 1)}};
-  auto on_status = [&](const client::Response& head) {
-    status = head.status;
-    is_json = head.Header("Content-Type").starts_with("application/json");
-    if (auto range = TotalFromContentRange(head.Header("Content-Range")); range) {
-      piece.size = range;
-    } else if (status == 200 && !is_json) {
-      uint64_t length = 0;
-      auto text = head.Header("Content-Length");
-      if (std::from_chars(text.data(), text.data() + text.size(), length).ec == std::errc()) {
-        piece.size = length;
-      }
-    }
-    if (status == 200) skip = offset;  // the server ignored the range
-  };
-  client::BodySink sink = [&](std::string_view data) -> Status {
-    if (is_json && status == 200) {
-      piece.directory = true;  // a directory's listing: not needed here
-      enough = true;
-      return Fail(ErrorCode::kFailedPrecondition, "directory");
-    }
-    size_t skipped = static_cast<size_t>(std::min<uint64_t>(skip, data.size()));
-    skip -= skipped;
-    data.remove_prefix(skipped);
-    size_t room = static_cast<size_t>(max - piece.data.size());
-    piece.data.append(data.substr(0, room));
-    if (piece.data.size() >= max) {
-      enough = true;  // stop reading: the disconnect is harmless
-      return Fail(ErrorCode::kResourceExhausted, "enough");
-    }
-    return {};
-  };
-  auto agent = berth_.Agent(ws, deadline);
-  auto result = agent.client.Stream(verb::get, client::FilesTarget(agent.scope, path), headers,
-                                    nullptr, std::nullopt, sink, on_status);
-  if (!result && !enough) {
-    if (status == 416) {
-      uint64_t total = piece.size.value_or(0);
-      if (offset == 0 && total == 0) {
-        piece.size = 0;
-        return piece;  // an empty file
-      }
-      return Fail(ErrorCode::kInvalidArgument,
-                  fmt::format("offset {} is past the end of {} ({} bytes)", offset, path, total));
-    }
-    return Fail(result.error());
-  }
-  if (piece.directory) piece.data.clear();
-  return piece;
-}
-
-Result<protocol::FileInfo> HttpBackend::WriteFile(std::string_view ws, const std::string& path,
-                                                  std::string_view content,
-                                                  const WriteOptions& options,
-                                                  Deadline deadline) {
-  client::UploadOptions upload;
-  upload.mode = options.mode;
-  upload.overwrite = options.overwrite;
-  auto agent = berth_.Agent(ws, deadline);
-  return client::UploadBytes(agent.client, agent.scope, path, content, upload);
-}
-
-Result<protocol::DirListing> HttpBackend::ListDirectory(std::string_view ws,
-                                                        const std::string& path,
-                                                        Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::List(agent.client, agent.scope, path);
-}
-
-Status HttpBackend::DeletePath(std::string_view ws, const std::string& path, bool recursive,
-                               Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::Remove(agent.client, agent.scope, path, recursive);
-}
-
-Result<std::vector<protocol::PortInfo>> HttpBackend::ListPorts(std::string_view ws,
-                                                               Deadline deadline) {
-  auto agent = berth_.Agent(ws, deadline);
-  return client::ListPorts(agent.client, agent.scope);
+Result<nlohmann::json> HttpBackend::SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                               Deadline deadline) {
+  return berth_.SetNetwork(ws, policy, deadline);
 }
 
 }  // namespace berth::mcp

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "common/client/berth_client.h"
-#include "mcp/backend.h"
+#include "mcp/agent_backend.h"
 
 namespace berth::mcp {
 
-class HttpBackend : public Backend {
+class HttpBackend : public AgentBackend {
  public:
   explicit HttpBackend(client::BerthClient berth) : berth_(std::move(berth)) {}
   HttpBackend(Endpoint endpoint, std::string api_key);
@@ -31,39 +31,13 @@ class HttpBackend : public Backend {
   Result<v1::Workspace> WaitForState(std::string_view ws, v1::State state,
                                      Deadline deadline) override;
 
-  Result<protocol::ExitStatus> RunCommand(std::string_view ws, const protocol::ExecRequest& request,
-                                          const ExecEventFn& on_event, Deadline deadline) override;
-  Result<StartedProcess> StartProcess(std::string_view ws, const protocol::ExecRequest& request,
-                                      Deadline deadline) override;
-  Result<std::vector<protocol::ProcessInfo>> ListProcesses(std::string_view ws,
-                                                           Deadline deadline) override;
-  Result<protocol::ProcessInfo> GetProcess(std::string_view ws, std::string_view id,
-                                           Deadline deadline) override;
-  Result<protocol::ProcessInfo> WaitForProcess(std::string_view ws, std::string_view id,
-                                               Deadline deadline) override;
-  Result<std::optional<protocol::ExitStatus>> ReadProcessOutput(std::string_view ws,
-                                                                std::string_view id,
-                                                                const OutputRange& range,
-                                                                const ExecEventFn& on_event,
-                                                                Deadline deadline) override;
-  Result<protocol::ProcessInfo> SignalProcess(std::string_view ws, std::string_view id,
-                                              std::string_view signal, Deadline deadline) override;
-  Result<protocol::ProcessInfo> KillProcess(std::string_view ws, std::string_view id,
-                                            Deadline deadline) override;
+  Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
+  Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                    Deadline deadline) override;
 
-  Result<protocol::FileInfo> StatPath(std::string_view ws, const std::string& path,
-                                      Deadline deadline) override;
-  Result<FileChunk> ReadFile(std::string_view ws, const std::string& path, uint64_t offset,
-                             uint64_t max, Deadline deadline) override;
-  Result<protocol::FileInfo> WriteFile(std::string_view ws, const std::string& path,
-                                       std::string_view content, const WriteOptions& options,
-                                       Deadline deadline) override;
-  Result<protocol::DirListing> ListDirectory(std::string_view ws, const std::string& path,
-                                             Deadline deadline) override;
-  Status DeletePath(std::string_view ws, const std::string& path, bool recursive,
-                    Deadline deadline) override;
-
-  Result<std::vector<protocol::PortInfo>> ListPorts(std::string_view ws, Deadline deadline) override;
+ protected:
+  // Through berthd: it checks the key's scope, wakes the workspace and adds its env.
+  Result<AgentSession> OpenAgent(std::string_view ws, Access access, Deadline deadline) override;
 
  private:
   client::BerthClient berth_;

@@ -8,7 +8,6 @@
 namespace berth::mcp {
 namespace {
 
-using boost::beast::http::verb;
 using nlohmann::json;
 
 std::string Describe(const std::string& ws, const json& n) {
@@ -41,16 +40,21 @@ std::string Describe(const std::string& ws, const json& n) {
 Result<ToolResult> Policy(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
   if (!ws) return Fail(ws.error());
-  auto api = ctx.Client();
-  std::string target = ToolContext::Scope(*ws) + "/network";
   Result<json> answer = Fail(ErrorCode::kInternal, "no request");
   if (args.contains("egress") || args.contains("allow")) {
-    json body = json::object();
-    body["egress"] = args.value("egress", "allowlist");
-    body["allow"] = args.value("allow", json::array());
-    answer = api.Json(verb::patch, target, body);
+    v1::NetworkPolicy policy;
+    auto egress = args.find("egress");
+    policy.egress = egress != args.end() && egress->is_string() ? egress->get<std::string>() : "allowlist";
+    if (auto allow = args.find("allow"); allow != args.end()) {
+      if (!allow->is_array()) return Fail(ErrorCode::kInvalidArgument, "'allow' must be a list of strings");
+      for (const auto& a : *allow) {
+        if (!a.is_string()) return Fail(ErrorCode::kInvalidArgument, "'allow' must be a list of strings");
+        policy.allow.push_back(a.get<std::string>());
+      }
+    }
+    answer = ctx.backend().SetNetwork(*ws, policy, ToolContext::CallDeadline());
   } else {
-    answer = api.Json(verb::get, target);
+    answer = ctx.backend().GetNetwork(*ws, ToolContext::CallDeadline());
   }
   if (!answer) return Fail(answer.error());
   return ToolResult::Text(Describe(*ws, *answer), *answer);

@@ -132,6 +132,27 @@ Result<v1::Workspace> BerthClient::GetWorkspace(std::string_view ws, Deadline de
                 target);
 }
 
+namespace {
+Result<nlohmann::json> AnObject(Result<nlohmann::json> answer, std::string_view target) {
+  if (!answer) return answer;
+  if (!answer->is_object()) {
+    return Fail(ErrorCode::kInternal, fmt::format("berthd's answer to {} is not a JSON object", target));
+  }
+  return answer;
+}
+}  // namespace
+
+Result<nlohmann::json> BerthClient::GetNetwork(std::string_view ws, Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/network");
+  return AnObject(Call(verb::get, target, std::nullopt, deadline), target);
+}
+
+Result<nlohmann::json> BerthClient::SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                               Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/network");
+  return AnObject(Call(verb::patch, target, v1::ToJson(policy), deadline), target);
+}
+
 Result<v1::WorkspacePage> BerthClient::ListWorkspacePage(const v1::WorkspaceFilter& filter,
                                                          int limit, std::string_view after,
                                                          Deadline deadline) const {

@@ -134,6 +134,12 @@ class BerthClient {
   // default), checked by berthd.
   Result<v1::Usage> GetUsage(std::string_view from, std::string_view to, Deadline deadline) const;
 
+  // --- the guest network (docs/api.md, "Network"): the API's answer, a JSON object ---
+  Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) const;
+  // Replaces the egress policy; it applies to the running guest at once.
+  Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                    Deadline deadline) const;
+
   // --- tenants and keys (admin scope) ---
   Result<v1::Tenant> CreateTenant(std::string_view name, Deadline deadline) const;
   Result<std::vector<v1::Tenant>> ListTenants(Deadline deadline) const;

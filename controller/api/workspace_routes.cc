@@ -226,7 +226,10 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
       cursor = e.id;
     }
     events->clear();
-    if (!out.empty() && !co_await ex.WriteChunk(out)) co_return;
+    if (!out.empty()) {
+      auto wrote = co_await ex.WriteChunk(out);
+      if (!wrote) co_return;
+    }
     auto change = co_await changes->Next(std::chrono::steady_clock::now() + kKeepaliveEvery);
     if (changes->TakeLagged()) {
       // This follower fell behind and lost changes: the store has them all.
@@ -248,7 +251,10 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
       for (const auto& e : *events) {
         if (e.id > cursor) last += EventJson(e).dump() + "\n";
       }
-      if (!last.empty() && !co_await ex.WriteChunk(last)) co_return;
+      if (!last.empty()) {
+        auto wrote = co_await ex.WriteChunk(last);
+        if (!wrote) co_return;
+      }
       co_await ex.EndChunked();
       co_return;
     }

@@ -105,6 +105,26 @@ Task<void> WorkspaceService::IdleCheck(ActorPtr a) {
     auto activity = co_await Probe(*link, options_.probe_deadline);
     if (activity) guest = GuestReasons(*activity, !transport_->SharesHostCpu());
   }
+  // Refused connections and names since the last check: at most one event a minute.
+  if (options_.network) {
+    auto ws = a->record();
+    auto take = [this, ws] { return options_.network->TakeDenied(ws); };
+    auto denied = co_await Blocking(std::move(take));
+    if (denied) {
+      nlohmann::json destinations = nlohmann::json::array();
+      for (const auto& d : denied->destinations) destinations.push_back(fmt::format("{}:{}", d.address, d.port));
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& n : denied->refused_names) names.push_back(n.name);
+      nlohmann::json data = {{"connections", denied->connections},
+                             {"names", denied->names},
+                             {"destinations", destinations},
+                             {"refused_names", names}};
+      Record(*a, "egress_denied",
+             fmt::format("{} connection{} and {} name{} refused", denied->connections,
+                         denied->connections == 1 ? "" : "s", denied->names, denied->names == 1 ? "" : "s"),
+             data);
+    }
+  }
   // The world may have moved on while the guest answered.
   if (stopping_ || a->record().state != State::kRunning || a->pending_ops() > 0) co_return;
   const Workspace& ws = a->record();

@@ -252,6 +252,14 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
       }
     }
     out.spec = SpecFor(ws, *image);
+    // The guest's network first: its uid (which the transport runs passt and QEMU under), its
+    // rules and its resolver. A guest never starts unfiltered: a failure here ends the boot.
+    if (options_.network) {
+      if (auto s = options_.network->BeforeBoot(out.ws); !s) {
+        out.status = s;
+        return out;
+      }
+    }
     out.status = transport_->BeforeStart(out.ws, layout, resume, out.spec);
     return out;
   };
@@ -261,9 +269,10 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
   if (stopping_ || a->record().state != State::kStarting) {
     co_return Fail(ErrorCode::kFailedPrecondition, "the boot was overtaken by another operation");
   }
-  if (prepared.ws.agent_port != a->record().agent_port) {
+  if (prepared.ws.agent_port != a->record().agent_port || prepared.ws.net_uid != a->record().net_uid) {
     Workspace with_port = a->record();
     with_port.agent_port = prepared.ws.agent_port;
+    with_port.net_uid = prepared.ws.net_uid;  // stored by the network manager itself
     if (auto s = Commit(*a, std::move(with_port)); !s) co_return s;
   }
   auto name = ws.DomainName();
@@ -277,7 +286,8 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
   auto started = co_await Blocking(std::move(start));
   if (!started) co_return started;
   spdlog::info("workspace {}: {} (attempt {})", ws.id, resume ? "resuming" : "booting", attempt);
-  co_return co_await WaitForAgent(a, resume ? options_.resume_timeout : boot_timeout_);
+  auto wait = resume ? options_.resume_timeout : boot_timeout_;
+  co_return co_await WaitForAgent(a, wait);
 }
 
 Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
@@ -330,6 +340,7 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
         auto destroyed = hypervisor_.Destroy(ws.DomainName());
         if (!destroyed) spdlog::warn("workspace {}: destroy after a failed boot: {}", ws.id, destroyed.error().message);
         transport_->AfterStop(ws, LayoutFor(ws.id), false);
+        if (options_.network) options_.network->AfterStop(ws);
         if (!resume) return Status{};
         // A save image that does not resume would fail every time: drop it and boot cold.
         return hypervisor_.DiscardSave(ws.DomainName());
@@ -353,6 +364,7 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
       auto destroyed = hypervisor_.Destroy(ws.DomainName());
       if (!destroyed) spdlog::warn("workspace {}: destroy after a failed boot: {}", ws.id, destroyed.error().message);
       transport_->AfterStop(ws, LayoutFor(ws.id), false);
+      if (options_.network) options_.network->AfterStop(ws);
     };
     co_await Blocking(std::move(clean));
     if (stopping_ || a->record().state != State::kStarting) co_return;
@@ -383,7 +395,10 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
 Task<void> WorkspaceService::Stopped(const ActorPtr& a, bool saved) {
   a->SetLink(std::nullopt);
   Workspace ws = a->record();
-  auto after = [this, ws, saved] { transport_->AfterStop(ws, LayoutFor(ws.id), saved); };
+  auto after = [this, ws, saved] {
+    transport_->AfterStop(ws, LayoutFor(ws.id), saved);
+    if (options_.network) options_.network->AfterStop(ws);
+  };
   co_await Blocking(std::move(after));
   if (auto s = store_.CloseUsage(ws.id, Now()); !s) {
     spdlog::warn("usage for {}: {}", ws.id, s.error().message);
@@ -461,6 +476,10 @@ Task<void> WorkspaceService::DeleteOp(ActorPtr a) {
     // The disks stay until the domain is gone: the reconciler retries.
     if (auto s = hypervisor_.Undefine(name); !s) return s;
     transport_->AfterStop(ws, LayoutFor(ws.id), false);
+    if (options_.network) {
+      // Its rules and resolver go now; anything left is dropped at the next start-up.
+      if (auto s = options_.network->Remove(ws); !s) spdlog::warn("delete {}: network: {}", ws.id, s.error().message);
+    }
     std::error_code ec;
     fs::remove_all(LayoutFor(ws.id).dir, ec);
     if (ec) return Fail(ErrnoError(ec.value(), "delete: removing files"));

@@ -239,6 +239,7 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
   ws.auto_start = request.auto_start;
   ws.env = request.env;
   ws.labels = request.labels;
+  ws.network = request.network;
   ws.state = State::kCreating;
   ws.transport = std::string(transport_->name());
   ws.uuid = NewUuid();
@@ -583,14 +584,14 @@ void WorkspaceService::NoteActivity(const std::string& id) {
 }
 
 WorkspaceService::StreamGuard::~StreamGuard() {
-  if (actor_) actor_->StreamClosed(kind_, service_->Now());
+  if (actor_) actor_->StreamClosed(kind_, clock_());
 }
 
 WorkspaceService::StreamGuard WorkspaceService::OpenStream(const std::string& id, std::string kind) {
   auto actor = FindById(id);
   if (!actor) return StreamGuard();
   actor->StreamOpened(kind, Now());
-  return StreamGuard(this, std::move(actor), std::move(kind));
+  return StreamGuard(options_.clock, std::move(actor), std::move(kind));
 }
 
 std::unique_ptr<Subscription> WorkspaceService::Subscribe(asio::any_io_executor executor,

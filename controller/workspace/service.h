@@ -44,6 +44,8 @@
 #include "common/error.h"
 #include "controller/agent_client/agent_link.h"
 #include "controller/hypervisor/hypervisor.h"
+#include "controller/network/network_api.h"
+#include "controller/network/network_manager.h"
 #include "controller/store/store.h"
 #include "controller/workspace/actor.h"
 #include "controller/workspace/boot_slots.h"
@@ -100,6 +102,9 @@ struct ServiceOptions {
   std::function<Status(const ImageVersion&, const Layout&, int disk_gib)> make_disks;
   // Whether KVM works here (accel "auto"); replaced in unit tests.
   std::function<bool()> kvm_works;
+  // Guest network isolation (controller/network/network_manager.h); null: none (tests, the
+  // unix transport). Owned by berthd; outlives the service.
+  network::NetworkManager* network = nullptr;
 };
 
 struct CreateResult {
@@ -107,11 +112,11 @@ struct CreateResult {
   bool existed = false;  // an Idempotency-Key matched an earlier create
 };
 
-class WorkspaceService {
+class WorkspaceService : public network::WorkspaceNetworkApi {
  public:
   WorkspaceService(store::Store& store, hypervisor::Hypervisor& hypervisor,
                    std::unique_ptr<Transport> transport, ServiceOptions options);
-  ~WorkspaceService();
+  ~WorkspaceService() override;
   WorkspaceService(const WorkspaceService&) = delete;
   WorkspaceService& operator=(const WorkspaceService&) = delete;
 
@@ -144,6 +149,12 @@ class WorkspaceService {
   Task<Result<agent_client::AgentLink>> Wake(std::string tenant_id, std::string id,
                                              std::chrono::milliseconds timeout);
 
+  // --- the guest network (network_ops.cc; blocking: call them off I/O threads) --------------
+  Result<network::NetworkStatus> GetNetwork(const std::string& tenant_id, const std::string& id_or_name) override;
+  // Stores the policy (an event says what changed), then applies it to the running guest.
+  Result<network::NetworkStatus> SetNetwork(const std::string& tenant_id, const std::string& id_or_name,
+                                            const network::Policy& policy) override;
+
   // --- in memory (never block) --------------------------------------------------------------
   Result<Workspace> Get(const std::string& tenant_id, const std::string& id_or_name) const;
   // A tenant's workspaces sorted by id, filtered, at most filter.limit of them.
@@ -162,9 +173,11 @@ class WorkspaceService {
 
    private:
     friend class WorkspaceService;
-    StreamGuard(const WorkspaceService* service, std::shared_ptr<Actor> actor, std::string kind)
-        : service_(service), actor_(std::move(actor)), kind_(std::move(kind)) {}
-    const WorkspaceService* service_ = nullptr;
+    StreamGuard(std::function<int64_t()> clock, std::shared_ptr<Actor> actor, std::string kind)
+        : clock_(std::move(clock)), actor_(std::move(actor)), kind_(std::move(kind)) {}
+    // A copy of the service's clock, not the service: a guard may outlive the service (an MCP
+    // call still talking to an agent while berthd shuts down).
+    std::function<int64_t()> clock_;
     std::shared_ptr<Actor> actor_;
     std::string kind_;
   };

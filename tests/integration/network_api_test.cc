@@ -15,6 +15,7 @@
 #include "common/http/server.h"
 #include "controller/api/api_server.h"
 #include "controller/network/network_api.h"
+#include "mcp/http_backend.h"
 #include "mcp/tool.h"
 
 using namespace berth;
@@ -182,9 +183,9 @@ TEST_CASE_METHOD(Fixture, "berth network shows and sets the policy", "[network][
 TEST_CASE_METHOD(Fixture, "the network_policy MCP tool reads and sets the policy", "[network][mcp]") {
   const mcp::Tool* tool = mcp::FindTool("network_policy");
   REQUIRE(tool);
-  mcp::ApiTarget target(endpoint, "write-key");
+  mcp::HttpBackend backend(endpoint, "write-key");
   mcp::SessionState state("demo");
-  mcp::ToolContext ctx(target, state);
+  mcp::ToolContext ctx(backend, state);
   auto read = mcp::CallTool(*tool, ctx, json::object());
   REQUIRE_FALSE(read.is_error);
   CHECK(read.texts.at(0).find("egress open, isolated from the host") != std::string::npos);

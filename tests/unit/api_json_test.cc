@@ -55,7 +55,8 @@ TEST_CASE("a workspace answer is the documented JSON, and the clients read it ba
     "state": "running", "error": null, "transport": "forward",
     "created_at": "2025-11-29T21:45:35Z", "updated_at": "2025-11-29T21:46:40Z",
     "started_at": "2025-11-29T21:48:20Z", "last_active_at": null,
-    "awake": {"reasons": ["exec stream"], "idle_at": "2025-11-29T22:18:20Z"}
+    "awake": {"reasons": ["exec stream"], "idle_at": "2025-11-29T22:18:20Z"},
+    "network": {"egress": "open", "allow": []}
   })");
   CHECK(j == expected);
   auto parsed = v1::WorkspaceFromJson(j);

@@ -1,0 +1,172 @@
+#include "controller/api/local_backend.h"
+
+#include <future>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_future.hpp>
+#include <fmt/format.h>
+
+#include "controller/api/json.h"
+#include "controller/network/network_api.h"
+#include "controller/network/policy.h"
+#include "controller/workspace/request.h"
+
+namespace berth::api {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::optional<workspace::State> ServiceState(v1::State state) {
+  return workspace::StateFromName(v1::StateName(state));
+}
+
+}  // namespace
+
+LocalBackend::LocalBackend(workspace::WorkspaceService& service, asio::io_context& io, Principal principal,
+                           std::shared_ptr<McpCalls> calls)
+    : service_(service), io_(io), principal_(std::move(principal)), calls_(std::move(calls)) {}
+
+template <class T>
+T LocalBackend::Sync(workspace::Task<T> task) {
+  // A strand of its own: the service's waits (WaitForState, Wake) subscribe to its change feed,
+  // which wants its subscriber on a strand.
+  auto done = asio::co_spawn(asio::make_strand(io_), std::move(task), asio::use_future);
+  // berthd shutting down stops the service and the I/O threads, and the call would never end:
+  // it ends now instead (the abandoned coroutine goes with the I/O context).
+  while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    if (calls_->closing) return T(Fail(ErrorCode::kUnavailable, "berthd is shutting down"));
+  }
+  return done.get();
+}
+
+Status LocalBackend::Require(Scope needed) const {
+  if (principal_.Allows(needed)) return {};
+  return Fail(ErrorCode::kPermissionDenied, fmt::format("this needs a key with {} scope", ScopeName(needed)));
+}
+
+v1::Workspace LocalBackend::Wire(const workspace::Workspace& ws) const {
+  return WorkspaceWire(ws, service_.Awake(ws.id));
+}
+
+Result<v1::Me> LocalBackend::WhoAmI(Deadline) {
+  v1::Me me;
+  me.tenant_id = principal_.tenant_id;
+  me.tenant_name = principal_.tenant_name;
+  me.key_id = principal_.key_id;
+  me.key_prefix = principal_.key_prefix;
+  me.scope = v1::ScopeFromName(ScopeName(principal_.scope)).value_or(v1::Scope::kRead);
+  return me;
+}
+
+Result<v1::Workspace> LocalBackend::CreateWorkspace(const v1::CreateWorkspace& request, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  // The API's own validation, from the same body the API would get.
+  auto parsed = workspace::ParseCreateRequest(v1::ToJson(request));
+  if (!parsed) return Fail(parsed.error());
+  auto created = Sync(service_.Create(principal_.tenant_id, std::move(*parsed), ""));
+  if (!created) return Fail(created.error());
+  return Wire(created->workspace);
+}
+
+Result<v1::Workspace> LocalBackend::GetWorkspace(std::string_view ws, Deadline) {
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  return Wire(*found);
+}
+
+Result<mcp::WorkspaceList> LocalBackend::ListWorkspaces(const v1::WorkspaceFilter& filter, size_t max,
+                                                        Deadline) {
+  store::WorkspaceFilter f;
+  if (filter.state) f.state = ServiceState(*filter.state);
+  f.labels = filter.labels;
+  f.limit = static_cast<int>(std::min<size_t>(max, 100000) + 1);
+  auto list = service_.List(principal_.tenant_id, f);
+  mcp::WorkspaceList out;
+  out.more = list.size() > max;
+  if (out.more) list.resize(max);
+  for (const auto& ws : list) out.workspaces.push_back(Wire(ws));
+  return out;
+}
+
+Result<v1::Workspace> LocalBackend::StartWorkspace(std::string_view ws, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto done = Sync(service_.Start(principal_.tenant_id, std::string(ws)));
+  if (!done) return Fail(done.error());
+  return Wire(*done);
+}
+
+Result<v1::Workspace> LocalBackend::StopWorkspace(std::string_view ws, bool force, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto done = Sync(service_.Stop(principal_.tenant_id, std::string(ws), force));
+  if (!done) return Fail(done.error());
+  return Wire(*done);
+}
+
+Result<v1::Workspace> LocalBackend::HibernateWorkspace(std::string_view ws, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto done = Sync(service_.Hibernate(principal_.tenant_id, std::string(ws)));
+  if (!done) return Fail(done.error());
+  return Wire(*done);
+}
+
+Result<v1::Workspace> LocalBackend::DeleteWorkspace(std::string_view ws, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto done = Sync(service_.Delete(principal_.tenant_id, std::string(ws)));
+  if (!done) return Fail(done.error());
+  return Wire(*done);
+}
+
+Result<v1::Workspace> LocalBackend::WaitForState(std::string_view ws, v1::State state, Deadline deadline) {
+  auto want = ServiceState(state);
+  if (!want) return Fail(ErrorCode::kInvalidArgument, "unknown state");
+  auto done = Sync(service_.WaitForState(principal_.tenant_id, std::string(ws), *want, Remaining(deadline)));
+  if (!done) return Fail(done.error());
+  return Wire(*done);
+}
+
+Result<nlohmann::json> LocalBackend::GetNetwork(std::string_view ws, Deadline) {
+  auto status = service_.GetNetwork(principal_.tenant_id, std::string(ws));
+  if (!status) return Fail(status.error());
+  return network::NetworkStatusJson(*status);
+}
+
+Result<nlohmann::json> LocalBackend::SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto parsed = network::ParsePolicy(v1::ToJson(policy));
+  if (!parsed) return Fail(parsed.error());
+  auto status = service_.SetNetwork(principal_.tenant_id, std::string(ws), *parsed);
+  if (!status) return Fail(status.error());
+  return network::NetworkStatusJson(*status);
+}
+
+Result<mcp::AgentBackend::AgentSession> LocalBackend::OpenAgent(std::string_view ws, Access access,
+                                                                 Deadline deadline) {
+  if (auto s = Require(access == Access::kRead ? Scope::kRead : Scope::kWrite); !s) return Fail(s.error());
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  service_.NoteActivity(found->id);
+  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline)));
+  if (!link) return Fail(link.error());
+  // Held for as long as the call lasts, like a proxied request's, and counted for shutdown.
+  struct Hold {
+    Hold(workspace::WorkspaceService::StreamGuard g, std::shared_ptr<McpCalls> c)
+        : guard(std::move(g)), calls(std::move(c)) {
+      ++calls->running;
+    }
+    ~Hold() { --calls->running; }
+    workspace::WorkspaceService::StreamGuard guard;
+    std::shared_ptr<McpCalls> calls;
+  };
+  if (calls_->closing) return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
+  auto hold = std::make_shared<Hold>(service_.OpenStream(found->id, "mcp"), calls_);
+  client::ClientOptions options;
+  options.deadline = deadline;
+  options.io_timeout = std::chrono::minutes(5);
+  options.max_response_bytes = 64u << 20;
+  return AgentSession{client::WorkspaceAgent{client::ApiClient(link->endpoint, link->token, options), "/v1"},
+                      std::move(hold), found->env};
+}
+
+}  // namespace berth::api

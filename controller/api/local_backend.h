@@ -1,0 +1,68 @@
+// The MCP Backend inside berthd (its /mcp): the workspace service directly, and each
+// workspace's agent through its link, as one caller (the principal of the key the MCP session
+// was opened with). It does what the HTTP routes do for that caller and nothing more: the key's
+// scope is checked on every call, a sleeping workspace is woken (unless auto_start is off),
+// each agent call holds a stream guard (activity, and a reason in `awake`), and an exec gets
+// the workspace's env under its own. No loopback HTTP, and no second thread pool to keep it
+// from deadlocking itself: the service's calls run on the service's own threads.
+//
+// Blocking, like every Backend: call it from the MCP pool, never from an I/O thread or a
+// service strand. Any thread, concurrently.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+
+#include "controller/api/auth.h"
+#include "controller/workspace/service.h"
+#include "mcp/agent_backend.h"
+
+namespace berth::api {
+
+// What berthd's shutdown needs to know of the MCP calls in flight: it sets `closing` (waits on
+// the service end at once) and waits a while for `running` (agent calls) to reach 0.
+struct McpCalls {
+  std::atomic<bool> closing{false};
+  std::atomic<int> running{0};
+};
+
+class LocalBackend : public mcp::AgentBackend {
+ public:
+  // `io`: where the service's asynchronous calls resume (berthd's I/O context). All must
+  // outlive the backend.
+  LocalBackend(workspace::WorkspaceService& service, boost::asio::io_context& io, Principal principal,
+               std::shared_ptr<McpCalls> calls);
+
+  Result<v1::Me> WhoAmI(Deadline deadline) override;
+  Result<v1::Workspace> CreateWorkspace(const v1::CreateWorkspace& request, Deadline deadline) override;
+  Result<v1::Workspace> GetWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<mcp::WorkspaceList> ListWorkspaces(const v1::WorkspaceFilter& filter, size_t max,
+                                            Deadline deadline) override;
+  Result<v1::Workspace> StartWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<v1::Workspace> StopWorkspace(std::string_view ws, bool force, Deadline deadline) override;
+  Result<v1::Workspace> HibernateWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<v1::Workspace> DeleteWorkspace(std::string_view ws, Deadline deadline) override;
+  Result<v1::Workspace> WaitForState(std::string_view ws, v1::State state, Deadline deadline) override;
+  Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
+  Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                    Deadline deadline) override;
+
+ protected:
+  Result<AgentSession> OpenAgent(std::string_view ws, Access access, Deadline deadline) override;
+
+ private:
+  Status Require(Scope needed) const;
+  // Runs one of the service's asynchronous calls to its end from this (blocking) thread.
+  template <class T>
+  T Sync(workspace::Task<T> task);
+  v1::Workspace Wire(const workspace::Workspace& ws) const;
+
+  workspace::WorkspaceService& service_;
+  boost::asio::io_context& io_;
+  Principal principal_;
+  std::shared_ptr<McpCalls> calls_;
+};
+
+}  // namespace berth::api
