@@ -5,6 +5,7 @@
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 #include "common/http/url.h"
+#include "common/json.h"
 
 namespace berth::cli {
 namespace {
@@ -52,7 +53,7 @@ Result<int> Events(Context& ctx, const EventOptions& o) {
   client::NdjsonSplitter splitter([&](const nlohmann::json& event) -> Status {
     if (!event.is_object() || (event.contains("type") && event["type"] == "keepalive")) return {};
     if (ctx.json()) {
-      ctx.out() << event.dump() << "\n";
+      ctx.out() << DumpJson(event) << "\n";
     } else {
       ctx.out() << EventLine(event);
     }

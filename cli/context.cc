@@ -11,6 +11,7 @@
 
 #include "cli/exit_codes.h"
 #include "common/http/url.h"
+#include "common/json.h"
 
 namespace berth::cli {
 namespace {
@@ -67,7 +68,7 @@ Context::Context(GlobalOptions options, Environment env)
     : options_(std::move(options)), env_(std::move(env)) {}
 
 void Context::PrintJson(const nlohmann::json& value) {
-  out() << value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out() << DumpJson(value, 2) << "\n";
 }
 
 void Context::Note(std::string_view message) {

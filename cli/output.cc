@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
+
 namespace berth::cli {
 namespace {
 
@@ -174,7 +176,7 @@ std::string Cell(const nlohmann::json& object, std::string_view key) {
     const auto& s = it->get_ref<const std::string&>();
     return s.empty() ? "-" : s;
   }
-  return it->dump();
+  return DumpJson(*it);
 }
 
 std::vector<std::string> WorkspaceHeader() {
@@ -233,7 +235,7 @@ std::string FormatWorkspace(const nlohmann::json& ws, std::chrono::system_clock:
   if (ws.contains("labels") && ws["labels"].is_object()) {
     for (const auto& [k, v] : ws["labels"].items()) {
       if (!labels.empty()) labels += ", ";
-      labels += k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+      labels += k + "=" + (v.is_string() ? v.get<std::string>() : DumpJson(v));
     }
   }
   add("Labels", labels.empty() ? "-" : labels);
@@ -246,7 +248,7 @@ std::string FormatWorkspace(const nlohmann::json& ws, std::chrono::system_clock:
     if (awake.contains("reasons") && awake["reasons"].is_array()) {
       for (const auto& r : awake["reasons"]) {
         if (!reasons.empty()) reasons += ", ";
-        reasons += r.is_string() ? r.get<std::string>() : r.dump();
+        reasons += r.is_string() ? r.get<std::string>() : DumpJson(r);
       }
     }
     add("Awake because", reasons.empty() ? "nothing (the idle timer runs)" : reasons);

@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <sstream>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/auth.h"
@@ -27,12 +29,14 @@ namespace fs = std::filesystem;
 Status Config::LoadFile(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return Fail(ErrnoError(errno, "open " + path.string()));
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = ParseJson(text.str());
+  if (!j || !j->is_object()) {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("{} is not a JSON object", path.string()));
   }
   try {
-    for (const auto& [k, v] : j.items()) {
+    for (const auto& [k, v] : j->items()) {
       if (k == "listen") listen = v.get<std::string>();
       else if (k == "data_dir") data_dir = v.get<std::string>();
       else if (k == "images_dir") images_dir = v.get<std::string>();

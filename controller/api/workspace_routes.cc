@@ -3,6 +3,7 @@
 // is by (the key's tenant, id or name), so another tenant's workspace is a 404.
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/json.h"
@@ -238,7 +239,8 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
   for (;;) {
     std::string out;
     for (const auto& e : *events) {
-      out += EventJson(e).dump() + "\n";
+      // Event messages quote guest output (console lines): DumpJson never throws on them.
+      out += DumpJson(EventJson(e)) + "\n";
       cursor = e.id;
     }
     if (out.empty() && std::chrono::steady_clock::now() - last_write >= kKeepaliveEvery) {
