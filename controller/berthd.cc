@@ -80,7 +80,9 @@ Status Daemon::EnsureAdminKey() {
   if (!tenants->empty()) return {};
   auto tenant = store_->CreateTenant("default", UnixNow());
   if (!tenant) return Fail(tenant.error());
-  auto key = auth_->CreateKey(tenant->id, api::Scope::kAdmin, "first admin key");
+  // The operator's key: tenants and every tenant's keys. Its name is what migration 3 looks
+  // for in databases made before the operator scope existed.
+  auto key = auth_->CreateKey(tenant->id, api::Scope::kOperator, "first admin key");
   if (!key) return Fail(key.error());
   auto path = admin_key_file();
   auto tmp = path;
@@ -97,7 +99,7 @@ Status Daemon::EnsureAdminKey() {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "rename " + path.string()));
-  spdlog::info("first start: created tenant 'default' and an admin key in {}", path.string());
+  spdlog::info("first start: created tenant 'default' and an operator key in {}", path.string());
   return {};
 }
 

@@ -123,8 +123,12 @@ http::Task<void> Act(ApiContext& ctx, http::Exchange& ex, Action action) {
     co_await ex.SendError(body.error());
     co_return;
   }
+  if (!body->is_object()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "the body must be a JSON object"});
+    co_return;
+  }
   bool force = false;
-  if (action == Action::kStop && body->is_object() && body->contains("force")) {
+  if (action == Action::kStop && body->contains("force")) {
     if (!(*body)["force"].is_boolean()) {
       co_await ex.SendError({ErrorCode::kInvalidArgument, "'force' must be true or false"});
       co_return;
@@ -154,16 +158,25 @@ http::Task<void> Wait(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(body.error());
     co_return;
   }
-  std::string want_name = body->is_object() ? body->value("state", "running") : "running";
+  if (!body->is_object()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "the body must be a JSON object"});
+    co_return;
+  }
+  auto state_field = OptionalString(*body, "state");
+  if (!state_field) {
+    co_await ex.SendError(state_field.error());
+    co_return;
+  }
+  std::string want_name = state_field->value_or("running");
   auto want = workspace::StateFromName(want_name);
   int64_t timeout_s = 300;
-  if (body->is_object() && body->contains("timeout_s")) {
-    if (!(*body)["timeout_s"].is_number_integer() || (*body)["timeout_s"].get<int64_t>() < 0 ||
-        (*body)["timeout_s"].get<int64_t>() > 3600) {
+  if (body->contains("timeout_s")) {
+    auto timeout = OptionalInt(*body, "timeout_s");
+    if (!timeout || !*timeout || **timeout < 0 || **timeout > 3600) {
       co_await ex.SendError({ErrorCode::kInvalidArgument, "'timeout_s' must be 0..3600"});
       co_return;
     }
-    timeout_s = (*body)["timeout_s"].get<int64_t>();
+    timeout_s = **timeout;
   }
   if (!want) {
     co_await ex.SendError({ErrorCode::kInvalidArgument, fmt::format("unknown state '{}'", want_name)});

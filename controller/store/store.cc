@@ -160,6 +160,19 @@ Result<std::vector<ApiKey>> Store::ListKeys(const std::optional<std::string>& te
   return out;
 }
 
+Result<ApiKey> Store::GetKey(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT id, tenant_id, prefix, scope, name, created_at, last_used_at, revoked_at "
+      "FROM api_keys WHERE id = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, id);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no active key '{}'", id));
+  return ReadKey(*stmt);
+}
+
 Status Store::RevokeKey(const std::string& id, int64_t now) {
   std::lock_guard lock(mutex_);
   auto stmt = db_.Prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");

@@ -1,5 +1,5 @@
 # Hostile input and keys (issue 12): bounded JSON, invalid UTF-8, MCP's body limits and
-# deadline, refusals that reach the client.
+# deadline, refusals that reach the client, berthd's scopes and type-checked bodies.
 berth_add_test(unit_json NO_AGENT SOURCES unit/json_test.cc LIBS berth_common LABELS unit)
 # The agent in-process and stand-in peers (a hostile agent, MCP alone, a refusing server).
 berth_add_test(integration_hostile_input
@@ -8,7 +8,8 @@ berth_add_test(integration_hostile_input
                LIBS berth_mcp LABELS integration)
 # berthd in-process (one daemon shared by the files, tests/integration/berthd_hardening_util.h).
 berth_add_test(integration_berthd_hardening
-               SOURCES integration/berthd_hostile_test.cc integration/berthd_mcp_auth_test.cc
+               SOURCES integration/berthd_scopes_test.cc integration/berthd_hostile_test.cc
+                       integration/berthd_mcp_auth_test.cc integration/berthd_types_test.cc
                LIBS berth_test_berthd LABELS integration TIMEOUT 600)
 set_tests_properties(integration_berthd_hardening PROPERTIES
                      ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
