@@ -358,6 +358,7 @@ Result<protocol::TarResult> DownloadTar(ApiClient& client, std::string_view scop
   protocol::TarResult result;
   result.entries = (*extracted)->entries;
   result.bytes = (*extracted)->bytes;
+  result.skipped = (*extracted)->skipped;
   return result;
 }
 

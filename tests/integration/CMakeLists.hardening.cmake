@@ -1,9 +1,11 @@
-# Hostile input and keys (issue 12): bounded JSON, invalid UTF-8, MCP's body limits and
-# deadline, refusals that reach the client, berthd's scopes and type-checked bodies.
+# Hostile input and keys (issue 12): bounded JSON, invalid UTF-8, a guest's tar on the host,
+# MCP's body limits and deadline, refusals that reach the client, berthd's scopes and
+# type-checked bodies.
 berth_add_test(unit_json NO_AGENT SOURCES unit/json_test.cc LIBS berth_common LABELS unit)
-# The agent in-process and stand-in peers (a hostile agent, MCP alone, a refusing server).
+# The agent in-process and stand-in peers (a hostile agent, a guest serving a tar, MCP alone,
+# a refusing server).
 berth_add_test(integration_hostile_input
-               SOURCES integration/hostile_json_test.cc
+               SOURCES integration/hostile_json_test.cc integration/tar_host_test.cc
                        integration/mcp_limits_test.cc integration/http_refusal_test.cc
                LIBS berth_mcp LABELS integration)
 # berthd in-process (one daemon shared by the files, tests/integration/berthd_hardening_util.h).
