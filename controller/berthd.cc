@@ -74,15 +74,32 @@ std::string Daemon::url() const {
              : endpoint_.ToString();
 }
 
-Status Daemon::EnsureAdminKey() {
+// First start: tenant "default" and the operator's key (tenants and every tenant's keys) in
+// admin.key. Later starts: when no operator key is active (the database's first key was
+// revoked, or it predates the operator scope and migration 3 found no first key), a new one
+// replaces admin.key, so whoever runs berthd is never locked out of tenants and keys.
+Status Daemon::EnsureOperatorKey() {
   auto tenants = store_->ListTenants();
   if (!tenants) return Fail(tenants.error());
-  if (!tenants->empty()) return {};
-  auto tenant = store_->CreateTenant("default", UnixNow());
-  if (!tenant) return Fail(tenant.error());
-  // The operator's key: tenants and every tenant's keys. Its name is what migration 3 looks
-  // for in databases made before the operator scope existed.
-  auto key = auth_->CreateKey(tenant->id, api::Scope::kOperator, "first admin key");
+  bool first_start = tenants->empty();
+  std::string tenant_id;
+  if (first_start) {
+    auto tenant = store_->CreateTenant("default", UnixNow());
+    if (!tenant) return Fail(tenant.error());
+    tenant_id = tenant->id;
+  } else {
+    auto keys = store_->ListKeys(std::nullopt);
+    if (!keys) return Fail(keys.error());
+    for (const auto& k : *keys) {
+      if (k.scope == api::ScopeName(api::Scope::kOperator) && !k.revoked_at) return {};
+    }
+    auto home = store_->GetTenant("default");
+    tenant_id = home ? home->id : tenants->front().id;
+  }
+  // The first key's name is what migration 3 looks for in databases made before the operator
+  // scope existed.
+  auto key = auth_->CreateKey(tenant_id, api::Scope::kOperator,
+                              first_start ? "first admin key" : "operator key");
   if (!key) return Fail(key.error());
   auto path = admin_key_file();
   auto tmp = path;
@@ -99,7 +116,11 @@ Status Daemon::EnsureAdminKey() {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "rename " + path.string()));
-  spdlog::info("first start: created tenant 'default' and an operator key in {}", path.string());
+  if (first_start) {
+    spdlog::info("first start: created tenant 'default' and an operator key in {}", path.string());
+  } else {
+    spdlog::warn("no active operator key: wrote a new one to {}", path.string());
+  }
   return {};
 }
 
@@ -111,7 +132,7 @@ Status Daemon::Start() {
   if (!store) return Fail(store.error());
   store_ = std::move(*store);
   auth_ = std::make_unique<api::Authenticator>(*store_);
-  if (auto s = EnsureAdminKey(); !s) return s;
+  if (auto s = EnsureOperatorKey(); !s) return s;
 
   auto hv = hypervisor::LibvirtHypervisor::Connect(config_.libvirt_uri);
   if (!hv) {

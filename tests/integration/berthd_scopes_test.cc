@@ -2,6 +2,7 @@
 // (not another tenant's, not tenants, not keys above its scope); the operator key (berthd's
 // first) manages every tenant's; and the migration that gave databases from before the
 // operator scope their operator key.
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -22,6 +23,7 @@ using nlohmann::json;
 using testing::HardeningBerthd;
 using testing::MintKey;
 using testing::StatusOf;
+using testing::TestBerthd;
 
 std::set<std::string> KeyTenants(const json& list) {
   std::set<std::string> out;
@@ -142,6 +144,37 @@ TEST_CASE("migration 3 makes the first key the operator's and leaves other admin
   REQUIRE(found);
   CHECK(found->id == "key_first");
   CHECK(found->prefix == "bk_1");
+}
+
+TEST_CASE("berthd makes a new operator key at start-up when none is active", "[berthd][scopes]") {
+  TestBerthd d;
+  auto op = d.Admin();
+  auto me = op.Json(verb::get, "/v1/me");
+  REQUIRE(me);
+  std::string first_id = (*me)["key"]["id"];
+  // The operator revokes its own key: nobody can manage tenants any more.
+  auto revoked = op.Request(verb::delete_, "/v1/keys/" + first_id);
+  REQUIRE(revoked);
+  REQUIRE(revoked->status == 204);
+  REQUIRE_FALSE(op.Json(verb::get, "/v1/me"));
+  d.Restart();
+  std::ifstream in(d.daemon().admin_key_file());
+  std::string secret;
+  std::getline(in, secret);
+  REQUIRE(secret.starts_with("bk_"));
+  CHECK(secret != d.admin_key());
+  auto fresh = d.WithKey(secret);
+  auto now = fresh.Json(verb::get, "/v1/me");
+  REQUIRE(now);
+  CHECK((*now)["key"]["scope"] == "operator");
+  CHECK((*now)["tenant"]["name"] == "default");
+  CHECK(fresh.Json(verb::get, "/v1/tenants"));
+  // With an operator key active, a restart leaves admin.key alone.
+  d.Restart();
+  std::ifstream again(d.daemon().admin_key_file());
+  std::string same;
+  std::getline(again, same);
+  CHECK(same == secret);
 }
 
 }  // namespace berth
