@@ -18,9 +18,19 @@ nlohmann::json IsoOrNull(const std::optional<int64_t>& unix_seconds) {
 }
 
 Result<int64_t> ParseTime(std::string_view text) {
+  // 1970 to 2200: a time point in nanoseconds (system_clock's, which IsoTime goes through)
+  // overflows past 2262, and strptime takes years such as 0206 (the fuzzer found both).
+  constexpr int64_t kLatest = 7'258'118'400;  // 2200-01-01T00:00:00Z
+  auto in_range = [&](int64_t t) -> Result<int64_t> {
+    if (t < 0 || t > kLatest) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("'{}' is outside 1970-01-01 to 2200-01-01", text));
+    }
+    return t;
+  };
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos &&
       text.size() <= 12) {
-    return std::stoll(std::string(text));
+    return in_range(std::stoll(std::string(text)));
   }
   std::tm tm{};
   std::string s(text);
@@ -29,7 +39,7 @@ Result<int64_t> ParseTime(std::string_view text) {
     return Fail(ErrorCode::kInvalidArgument,
                 fmt::format("'{}' is not a time (ISO 8601 UTC like 2026-01-31T12:00:00Z, or unix seconds)", text));
   }
-  return static_cast<int64_t>(timegm(&tm));
+  return in_range(static_cast<int64_t>(timegm(&tm)));
 }
 
 nlohmann::json WorkspaceJson(const workspace::Workspace& ws,

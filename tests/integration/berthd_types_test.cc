@@ -51,4 +51,18 @@ TEST_CASE("berthd: fields of the wrong type are a 400 naming the field", "[berth
   }
 }
 
+TEST_CASE("berthd: usage times outside 1970..2200 are a 400", "[berthd][types]") {
+  auto op = HardeningBerthd().Admin();
+  // Year 206 and year 33658: both overflowed a nanosecond time point (found by berthd_fuzz).
+  for (const char* query : {"from=0206-01-01T00:00:00Z", "to=999999999999", "from=2300-01-01T00:00:00Z"}) {
+    auto r = op.Request(verb::get, std::string("/v1/usage?") + query);
+    INFO(query);
+    REQUIRE(r);
+    CHECK(r->status == 400);
+  }
+  auto fine = op.Request(verb::get, "/v1/usage?from=2026-01-01T00:00:00Z&to=2100000000");
+  REQUIRE(fine);
+  CHECK(fine->status == 200);
+}
+
 }  // namespace berth
