@@ -70,6 +70,14 @@ class NoAgentTransport : public workspace::Transport {
   bool SharesHostCpu() const override { return true; }
 };
 
+// The berthd's directory, removed at exit (it may be on /dev/shm, which is memory).
+std::string* g_fuzz_dir = nullptr;
+
+void RemoveFuzzDir() {
+  std::error_code ec;
+  if (g_fuzz_dir != nullptr) fs::remove_all(*g_fuzz_dir, ec);
+}
+
 // One berthd for the whole process, never destroyed (libFuzzer exits without unwinding).
 struct FuzzBerthd {
   FuzzBerthd() {
@@ -78,6 +86,8 @@ struct FuzzBerthd {
     std::string tmpl = base + "/berthd-fuzz-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) std::abort();
     dir = tmpl;
+    g_fuzz_dir = new std::string(tmpl);
+    std::atexit(RemoveFuzzDir);
     // An image "base", so creates get as far as the fake disks.
     fs::create_directories(dir / "images/base/v1");
     for (const char* f : {"disk.qcow2", "vmlinuz", "initrd.img"}) std::ofstream(dir / "images/base/v1" / f) << "x";
