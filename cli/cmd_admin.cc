@@ -1,4 +1,5 @@
-// Administration (an admin-scoped key): API keys and tenants.
+// Administration: API keys (an admin key for its own tenant's, an operator key for any
+// tenant's) and tenants (an operator key).
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -54,7 +55,7 @@ Result<int> CreateKey(Context& ctx, const KeyOptions& o) {
   v1::CreateKey request;
   if (!o.tenant.empty()) request.tenant = o.tenant;
   auto scope = v1::ScopeFromName(o.scope);
-  if (!scope) return Fail(ErrorCode::kInvalidArgument, "--scope is read, write or admin");
+  if (!scope) return Fail(ErrorCode::kInvalidArgument, "--scope is read, write, admin or operator");
   request.scope = *scope;
   if (!o.name.empty()) request.name = o.name;
   auto berth = ctx.Berth();
@@ -126,16 +127,19 @@ Result<int> CreateTenant(Context& ctx, const std::string& name) {
 
 void AddAdminCommands(Builder& b) {
   auto k = std::make_shared<KeyOptions>();
-  auto* keys = b.Group("keys", "API keys (admin)");
+  auto* keys = b.Group("keys", "API keys (admin: its tenant's; operator: any tenant's)");
   auto* list = b.Add("ls", "list API keys", [k](Context& ctx) { return ListKeys(ctx, *k); }, keys);
   list->alias("list");
-  list->add_option("--tenant", k->tenant, "only this tenant's keys");
+  list->add_option("--tenant", k->tenant,
+                   "only this tenant's keys (default: an admin's own, an operator's all)");
   b.AddJsonFlag(list);
   auto* create = b.Add("create", "create an API key (printed once)",
                        [k](Context& ctx) { return CreateKey(ctx, *k); }, keys);
-  create->add_option("--tenant", k->tenant, "the tenant id it belongs to")->required();
-  create->add_option("--scope", k->scope, "read | write | admin")
-      ->check(CLI::IsMember({"read", "write", "admin"}))
+  create->add_option("--tenant", k->tenant,
+                     "the tenant (id or name) it belongs to (default: the caller's own)");
+  create->add_option("--scope", k->scope,
+                     "read | write | admin (its tenant's keys) | operator (tenants, all keys)")
+      ->check(CLI::IsMember({"read", "write", "admin", "operator"}))
       ->capture_default_str();
   create->add_option("--name", k->name, "a name to recognise it by");
   b.AddJsonFlag(create);
@@ -145,7 +149,7 @@ void AddAdminCommands(Builder& b) {
   revoke->add_option("id", k->ids, "key ids")->required();
 
   auto name = std::make_shared<std::string>();
-  auto* tenants = b.Group("tenants", "tenants (admin)");
+  auto* tenants = b.Group("tenants", "tenants (operator)");
   auto* tlist = b.Add("ls", "list tenants", [](Context& ctx) { return ListTenants(ctx); }, tenants);
   tlist->alias("list");
   b.AddJsonFlag(tlist);

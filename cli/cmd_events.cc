@@ -5,6 +5,7 @@
 #include "cli/exit_codes.h"
 #include "cli/output.h"
 #include "common/v1/time.h"
+#include "common/json.h"
 
 namespace berth::cli {
 namespace {

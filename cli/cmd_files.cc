@@ -180,6 +180,10 @@ Status Download(Context& ctx, const CpOptions& o, const CpArg& src, const CpArg&
     auto got = client::DownloadTar(remote->client, remote->scope, path, target, options);
     bar->Finish();
     if (!got) return Fail(got.error());
+    if (got->skipped > 0) {
+      ctx.err() << fmt::format("berth: {} FIFO{} not copied (the host makes no special files)\n",
+                               got->skipped, got->skipped == 1 ? "" : "s");
+    }
     return {};
   }
   std::string target = into_dir ? JoinPath(dst.path, BaseName(path)) : dst.path;

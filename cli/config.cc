@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
 #include "common/unique.h"
 
 namespace berth::cli {
@@ -47,8 +48,8 @@ Result<nlohmann::json> ReadJsonObject(const std::string& path, bool* exists) {
   *exists = true;
   std::stringstream text;
   text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!json.is_object()) {
+  auto json = ParseJson(text.str());
+  if (!json || !json->is_object()) {
     return Fail(ErrorCode::kInvalidArgument,
                 fmt::format("config file {} is not a JSON object; fix or remove it", path));
   }
@@ -75,7 +76,7 @@ Status WriteJsonAtomically(const std::string& path, const nlohmann::json& json) 
   int raw = mkstemp(tmp.data());  // mode 0600
   if (raw < 0) return Fail(ErrnoError(errno, "create a file in " + dir.string()));
   UniqueFd fd(raw);
-  std::string text = json.dump(2) + "\n";
+  std::string text = DumpJson(json, 2) + "\n";
   auto cleanup_fail = [&](int err, const std::string& what) {
     unlink(tmp.c_str());
     return Fail(ErrnoError(err, what));

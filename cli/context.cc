@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/exit_codes.h"
+#include "common/json.h"
 
 namespace berth::cli {
 namespace {
@@ -66,7 +67,7 @@ Context::Context(GlobalOptions options, Environment env)
     : options_(std::move(options)), env_(std::move(env)) {}
 
 void Context::PrintJson(const nlohmann::json& value) {
-  out() << value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out() << DumpJson(value, 2) << "\n";
 }
 
 void Context::Note(std::string_view message) {

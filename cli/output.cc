@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/v1/time.h"
+#include "common/json.h"
 
 namespace berth::cli {
 namespace {
@@ -98,7 +99,7 @@ std::string Cell(const nlohmann::json& object, std::string_view key) {
     const auto& s = it->get_ref<const std::string&>();
     return s.empty() ? "-" : s;
   }
-  return it->dump();
+  return DumpJson(*it);
 }
 
 std::vector<std::string> WorkspaceHeader() {

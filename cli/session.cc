@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "cli/terminal.h"
+#include "common/json.h"
 
 namespace berth::cli {
 namespace {
@@ -130,8 +131,9 @@ class Pump {
   }
 
   void OnControl(const std::string& text) {
-    auto msg = nlohmann::json::parse(text, nullptr, false);
-    auto event = protocol::ExecEvent::FromJson(msg);
+    auto msg = ParseJson(text);
+    if (!msg) return;  // not JSON: nothing to act on
+    auto event = protocol::ExecEvent::FromJson(*msg);
     if (!event) return;  // a message this client does not know
     if (event->type == protocol::ExecEvent::Type::kEnd) end_ = event->exit;
     if (event->type == protocol::ExecEvent::Type::kError && event->error) {
@@ -147,7 +149,7 @@ class Pump {
 
   void SendSignal(std::string_view name) {
     nlohmann::json msg = {{"type", "signal"}, {"signal", std::string(name)}};
-    Send(Outgoing{true, msg.dump(), false});
+    Send(Outgoing{true, DumpJson(msg), false});
   }
 
   void WriteNext() {
@@ -181,7 +183,7 @@ class Pump {
       if (signo == SIGWINCH) {
         if (auto size = WindowSize(options_.in_fd)) {
           nlohmann::json msg = {{"type", "resize"}, {"cols", size->cols}, {"rows", size->rows}};
-          Send(Outgoing{true, msg.dump(), false});
+          Send(Outgoing{true, DumpJson(msg), false});
         }
       } else if (++signals_seen_ >= kSignalsBeforeGivingUp) {
         gave_up_signal_ = signo;
@@ -259,16 +261,18 @@ Result<std::unique_ptr<client::WebSocketConnection>> OpenExecSession(
     client::ApiClient& client, std::string_view scope, const protocol::SessionStart& start) {
   auto ws = client.OpenWebSocket(fmt::format("{}/exec/ws", scope));
   if (!ws) return Fail(ws.error());
-  if (auto sent = (*ws)->SendText(start.ToJson().dump()); !sent) return Fail(sent.error());
+  if (auto sent = (*ws)->SendText(DumpJson(start.ToJson())); !sent) return Fail(sent.error());
   for (;;) {
     auto frame = (*ws)->Read(std::chrono::seconds(60));
     if (!frame) return Fail(frame.error());
     if (!frame->text) continue;
-    auto msg = nlohmann::json::parse(frame->data, nullptr, false);
-    std::string type = msg.is_object() ? msg.value("type", "") : "";
+    auto msg = ParseJson(frame->data);
+    if (!msg || !msg->is_object()) continue;  // not a message this client knows
+    auto type_field = OptionalString(*msg, "type");
+    std::string type = type_field ? type_field->value_or("") : "";
     if (type == "started") return std::move(*ws);
     if (type == "error") {
-      auto event = protocol::ExecEvent::FromJson(msg);
+      auto event = protocol::ExecEvent::FromJson(*msg);
       if (event && event->error) return Fail(*event->error);
       return Fail(ErrorCode::kInternal, "the session was refused");
     }

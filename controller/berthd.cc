@@ -6,6 +6,7 @@
 #include <csignal>
 #include <fstream>
 #include <thread>
+#include <sstream>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/auth.h"
@@ -30,12 +32,14 @@ namespace fs = std::filesystem;
 Status Config::LoadFile(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return Fail(ErrnoError(errno, "open " + path.string()));
-  auto j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = ParseJson(text.str());
+  if (!j || !j->is_object()) {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("{} is not a JSON object", path.string()));
   }
   try {
-    for (const auto& [k, v] : j.items()) {
+    for (const auto& [k, v] : j->items()) {
       if (k == "listen") listen = v.get<std::string>();
       else if (k == "data_dir") data_dir = v.get<std::string>();
       else if (k == "images_dir") images_dir = v.get<std::string>();
@@ -81,13 +85,32 @@ std::string Daemon::url() const {
              : endpoint_.ToString();
 }
 
-Status Daemon::EnsureAdminKey() {
+// First start: tenant "default" and the operator's key (tenants and every tenant's keys) in
+// admin.key. Later starts: when no operator key is active (the database's first key was
+// revoked, or it predates the operator scope and migration 3 found no first key), a new one
+// replaces admin.key, so whoever runs berthd is never locked out of tenants and keys.
+Status Daemon::EnsureOperatorKey() {
   auto tenants = store_->ListTenants();
   if (!tenants) return Fail(tenants.error());
-  if (!tenants->empty()) return {};
-  auto tenant = store_->CreateTenant("default", UnixNow());
-  if (!tenant) return Fail(tenant.error());
-  auto key = auth_->CreateKey(tenant->id, api::Scope::kAdmin, "first admin key");
+  bool first_start = tenants->empty();
+  std::string tenant_id;
+  if (first_start) {
+    auto tenant = store_->CreateTenant("default", UnixNow());
+    if (!tenant) return Fail(tenant.error());
+    tenant_id = tenant->id;
+  } else {
+    auto keys = store_->ListKeys(std::nullopt);
+    if (!keys) return Fail(keys.error());
+    for (const auto& k : *keys) {
+      if (k.scope == api::ScopeName(api::Scope::kOperator) && !k.revoked_at) return {};
+    }
+    auto home = store_->GetTenant("default");
+    tenant_id = home ? home->id : tenants->front().id;
+  }
+  // The first key's name is what migration 3 looks for in databases made before the operator
+  // scope existed.
+  auto key = auth_->CreateKey(tenant_id, api::Scope::kOperator,
+                              first_start ? "first admin key" : "operator key");
   if (!key) return Fail(key.error());
   auto path = admin_key_file();
   auto tmp = path;
@@ -104,7 +127,11 @@ Status Daemon::EnsureAdminKey() {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "rename " + path.string()));
-  spdlog::info("first start: created tenant 'default' and an admin key in {}", path.string());
+  if (first_start) {
+    spdlog::info("first start: created tenant 'default' and an operator key in {}", path.string());
+  } else {
+    spdlog::warn("no active operator key: wrote a new one to {}", path.string());
+  }
   return {};
 }
 
@@ -116,7 +143,7 @@ Status Daemon::Start() {
   if (!store) return Fail(store.error());
   store_ = std::move(*store);
   auth_ = std::make_unique<api::Authenticator>(*store_);
-  if (auto s = EnsureAdminKey(); !s) return s;
+  if (auto s = EnsureOperatorKey(); !s) return s;
 
   auto hv = hypervisor::LibvirtHypervisor::Connect(config_.libvirt_uri);
   if (!hv) {

@@ -56,8 +56,9 @@ class Daemon {
   explicit Daemon(Config config);
   ~Daemon();
 
-  // Opens the store (creating the first tenant and admin key on first start), connects to
-  // libvirt, reconciles, and starts serving. Returns once listening.
+  // Opens the store (creating the first tenant and the operator key on first start, and a new
+  // operator key whenever none is active), connects to libvirt, reconciles, and starts
+  // serving. Returns once listening.
   Status Start();
   // berthd shuts down: stops serving and the background loops. VMs keep running, and the next
   // berthd takes them over. Idempotent.
@@ -72,7 +73,7 @@ class Daemon {
   store::Store& store() { return *store_; }
 
  private:
-  Status EnsureAdminKey();
+  Status EnsureOperatorKey();
 
   Config config_;
   std::unique_ptr<store::Store> store_;

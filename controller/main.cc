@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "listening on " << daemon.url() << std::endl;
-  std::cout << "admin key: " << daemon.admin_key_file().string() << std::endl;
+  std::cout << "operator key: " << daemon.admin_key_file().string() << std::endl;
   daemon.WaitForSignal();
   return 0;
 }

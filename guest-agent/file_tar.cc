@@ -62,12 +62,20 @@ Task<Result<tar::TarStats>> ExtractFromBridge(Services& services, const FileRequ
                                               ChunkBridge& b) {
   co_return co_await RunAs(services, req.user, [&req, &b]() -> Result<tar::TarStats> {
     std::string current;  // the piece libarchive reads from, alive until the next call
-    auto stats = tar::ExtractTar(req.path, [&b, &current]() -> Result<std::string_view> {
-      auto chunk = b.Pop();
-      if (!chunk) return Fail(chunk.error());
-      current = std::move(*chunk);
-      return std::string_view(current);
-    });
+    // Inside the guest, as the request's user: the user's own archive may hold FIFOs and
+    // set-id files, as a tar run by that user would restore them.
+    tar::ExtractOptions options;
+    options.keep_setid = true;
+    options.fifos = true;
+    auto stats = tar::ExtractTar(
+        req.path,
+        [&b, &current]() -> Result<std::string_view> {
+          auto chunk = b.Pop();
+          if (!chunk) return Fail(chunk.error());
+          current = std::move(*chunk);
+          return std::string_view(current);
+        },
+        options);
     // Either way the extractor takes no more: the feeder drops what is left of the body.
     b.Abort(stats ? Error{ErrorCode::kInternal, "archive complete"} : stats.error());
     return stats;

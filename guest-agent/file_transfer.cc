@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/protocol/files.h"
 #include "guest-agent/file_handlers.h"
 #include "guest-agent/fs_ops.h"
@@ -96,7 +97,7 @@ Task<void> SendUnsatisfiable(Exchange& ex, uint64_t size) {
   nlohmann::json body = {
       {"error",
        {{"code", "invalid_argument"}, {"message", "range not satisfiable"}}}};
-  res.body() = body.dump();
+  res.body() = DumpJson(body);
   co_await ex.Send(std::move(res));
 }
 

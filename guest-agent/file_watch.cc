@@ -17,6 +17,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/protocol/files.h"
 #include "guest-agent/file_handlers.h"
 #include "guest-agent/fs_ops.h"
@@ -49,7 +50,7 @@ bool IsUnder(const std::string& path, const std::string& dir) {
                          (dir == "/" || path[dir.size()] == '/'));
 }
 
-std::string Line(const protocol::WatchEvent& event) { return protocol::ToJson(event).dump() + "\n"; }
+std::string Line(const protocol::WatchEvent& event) { return DumpJson(protocol::ToJson(event)) + "\n"; }
 
 protocol::WatchEvent ErrorEvent(std::string message, std::string path = {}) {
   protocol::WatchEvent event("error", std::move(path), false);

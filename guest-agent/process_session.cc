@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "guest-agent/process_table.h"
 
 namespace berth::agent {
@@ -51,10 +52,12 @@ http::Task<void> Refuse(http::WebSocket& ws, const Error& error) {
 
 // Applies one control message from the client.
 http::Task<Status> HandleControl(Session& s, const std::string& text) {
-  auto msg = nlohmann::json::parse(text, nullptr, false);
-  if (!msg.is_object() || !msg.contains("type") || !msg["type"].is_string()) {
+  auto parsed = ParseJson(text);
+  if (!parsed || !parsed->is_object() || !parsed->contains("type") ||
+      !(*parsed)["type"].is_string()) {
     co_return Fail(ErrorCode::kInvalidArgument, "control messages are JSON objects with a type");
   }
+  const nlohmann::json& msg = *parsed;
   std::string type = msg["type"].get<std::string>();
   if (type == "resize") {
     auto dimension = [&msg](const char* key) -> int64_t {
@@ -159,8 +162,9 @@ http::Task<Result<std::shared_ptr<Process>>> StartFromMessage(http::WebSocket& w
   timer.cancel();
   if (ec) co_return Fail(ErrorCode::kDeadlineExceeded, "no start message: " + ec.message());
   if (!ws.got_text()) co_return Fail(ErrorCode::kInvalidArgument, "the first message must be text");
-  auto msg = nlohmann::json::parse(boost::beast::buffers_to_string(buffer.data()), nullptr, false);
-  auto start = protocol::SessionStart::FromJson(msg);
+  auto msg = ParseJson(boost::beast::buffers_to_string(buffer.data()));
+  if (!msg) co_return Fail(ErrorCode::kInvalidArgument, "start message: " + msg.error().message);
+  auto start = protocol::SessionStart::FromJson(*msg);
   if (!start) co_return Fail(start.error());
   if (auto env = protocol::ApplyEnvHeader(default_env, start->env); !env) co_return Fail(env.error());
   auto spec = PrepareSpawn(services.options.default_user, start->cmd, start->env, start->cwd,
@@ -216,7 +220,8 @@ http::Task<void> ServeExecSession(http::Exchange& ex, const Services& services) 
                            {"tag", s->process->tag() ? nlohmann::json(*s->process->tag())
                                                      : nlohmann::json(nullptr)},
                            {"pty", s->process->pty()}};
-  if (!co_await SendText(*s->ws, answer.dump())) co_return;
+  std::string answer_text = DumpJson(answer);
+  if (!co_await SendText(*s->ws, answer_text)) co_return;
   asio::co_spawn(co_await asio::this_coro::executor, ReadLoop(s), asio::detached);
   co_await WriteLoop(s);
 }

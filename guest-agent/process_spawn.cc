@@ -197,17 +197,27 @@ Result<SpawnedProcess> Spawn(const SpawnSpec& spec) {
   const char* cwd = spec.cwd.c_str();
   const char* argv0 = argv[0];
 
+  // Every signal is blocked across the fork, and in the child until its handlers are reset.
+  // Otherwise a signal sent the moment the pid is known (a user's "start it, then TERM it")
+  // can reach the child while it still has the agent's handlers: asio's signal_set handler
+  // then runs in the child and writes into the self-pipe it shares with the agent, and the
+  // agent reads "SIGTERM" and shuts down. Blocked, the signal waits for the default action.
+  sigset_t all_signals, parent_mask;
+  sigfillset(&all_signals);
+  if (int err = pthread_sigmask(SIG_SETMASK, &all_signals, &parent_mask); err != 0) {
+    return Fail(ErrnoError(err, "block signals for fork"));
+  }
   pid_t pid = fork();
-  if (pid < 0) return Fail(ErrnoError(errno, "fork"));
   if (pid == 0) {
     // --- the child ---
-    // Signal dispositions the agent set (ignored SIGPIPE, handlers) and its mask must not leak.
+    // Signal dispositions the agent set (ignored SIGPIPE, handlers) must not leak; only once
+    // they are the defaults may signals (pending ones too) be delivered.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
-    sigset_t all;
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     // A session of its own: the process group can be killed as a whole, and a PTY can become
     // its controlling terminal.
     setsid();
@@ -244,6 +254,9 @@ Result<SpawnedProcess> Spawn(const SpawnSpec& spec) {
     _exit(err == ENOENT ? 127 : 126);
   }
   // --- the parent ---
+  int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &parent_mask, nullptr);
+  if (pid < 0) return Fail(ErrnoError(fork_errno, "fork"));
   out.pid = pid;
   // The child is not reaped by anyone else (no SIGCHLD handler), so the pid stays valid for
   // pidfd_open even if it already exited.

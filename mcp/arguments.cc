@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
+
 namespace berth::mcp {
 namespace {
 
@@ -82,21 +84,21 @@ Status Check(const nlohmann::json& schema, const nlohmann::json& value, const st
     for (const auto& option : *options) found = found || option == value;
     if (!found) {
       std::vector<std::string> names;
-      for (const auto& option : *options) names.push_back(option.dump());
+      for (const auto& option : *options) names.push_back(DumpJson(option));
       return Fail(ErrorCode::kInvalidArgument,
                   fmt::format("{} must be one of {} (got {})", where, fmt::join(names, ", "),
-                              value.dump()));
+                              DumpJson(value)));
     }
   }
   if (value.is_number()) {
     double v = value.get<double>();
     if (auto min = schema.find("minimum"); min != schema.end() && min->is_number() && v < min->get<double>()) {
       return Fail(ErrorCode::kInvalidArgument,
-                  fmt::format("{} must be at least {} (got {})", where, min->dump(), value.dump()));
+                  fmt::format("{} must be at least {} (got {})", where, DumpJson(*min), DumpJson(value)));
     }
     if (auto max = schema.find("maximum"); max != schema.end() && max->is_number() && v > max->get<double>()) {
       return Fail(ErrorCode::kInvalidArgument,
-                  fmt::format("{} must be at most {} (got {})", where, max->dump(), value.dump()));
+                  fmt::format("{} must be at most {} (got {})", where, DumpJson(*max), DumpJson(value)));
     }
   }
   if (value.is_string()) {

@@ -1,5 +1,9 @@
 #include "mcp/json_rpc.h"
 
+#include <fmt/format.h>
+
+#include "common/json.h"
+
 namespace berth::mcp::jsonrpc {
 namespace {
 
@@ -75,8 +79,10 @@ nlohmann::json Error(const nlohmann::json& id, int code, std::string_view messag
   return out;
 }
 
-std::string Dump(const nlohmann::json& message) {
-  return message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+nlohmann::json ParseErrorResponse(const berth::Error& error) {
+  return Error(nullptr, kParseError, fmt::format("Parse error: {}", error.message));
 }
+
+std::string Dump(const nlohmann::json& message) { return DumpJson(message); }
 
 }  // namespace berth::mcp::jsonrpc

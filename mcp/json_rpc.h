@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
+
 namespace berth::mcp::jsonrpc {
 
 inline constexpr int kParseError = -32700;      // the payload is not JSON
@@ -36,6 +38,9 @@ std::variant<Message, nlohmann::json> Classify(const nlohmann::json& value);
 nlohmann::json Result(const nlohmann::json& id, nlohmann::json result);
 nlohmann::json Error(const nlohmann::json& id, int code, std::string_view message,
                      const std::optional<nlohmann::json>& data = std::nullopt);
+
+// The answer to a payload that ParseJson refused (not JSON, or nested too deep): -32700.
+nlohmann::json ParseErrorResponse(const berth::Error& error);
 
 // Serialises a message for the wire: compact, on one line (JSON escapes every newline inside
 // strings), invalid UTF-8 replaced rather than thrown on.

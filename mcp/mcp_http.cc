@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/blocking.h"
+#include "common/json.h"
 #include "common/random.h"
 #include "mcp/base_url.h"
 #include "mcp/http_backend.h"
@@ -178,19 +179,34 @@ Task<void> HandlePost(Exchange& ex, McpHttpContext& ctx, const std::string& key,
     co_await SendRpcError(ex, bhttp::status::bad_request, jsonrpc::kServerError, message);
     co_return;
   }
-  auto body = co_await ex.ReadBody(ctx.options().max_body_bytes);
+  // The session before the body: a request of no session of this key can only be an
+  // initialize, which is small; one naming a session this key does not have reads nothing.
+  // Only a key's own live session may send a large body (a tool call's file content).
+  std::string id(ex.header(kSessionHeader));
+  std::shared_ptr<McpSession> session;
+  if (!id.empty()) {
+    session = ctx.sessions().Find(id, key_hash);
+    if (!session) {
+      co_await SendRpcError(ex, bhttp::status::not_found, jsonrpc::kSessionNotFound,
+                            "Session not found");
+      co_return;
+    }
+  }
+  size_t limit = session ? ctx.options().max_body_bytes : ctx.options().max_initialize_bytes;
+  auto body = co_await ex.ReadBody(limit, ctx.options().body_timeout);
   if (!body) {
     auto status = body.error().code == ErrorCode::kTooLarge ? bhttp::status::payload_too_large
                                                             : bhttp::status::bad_request;
     co_await SendRpcError(ex, status, jsonrpc::kServerError, body.error().message);
     co_return;
   }
-  json payload = json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  if (payload.is_discarded()) {
-    co_await SendRpcError(ex, bhttp::status::bad_request, jsonrpc::kParseError,
-                          "Parse error: the body is not valid JSON");
+  auto parsed = ParseJson(*body);
+  if (!parsed) {
+    json refused = jsonrpc::ParseErrorResponse(parsed.error());
+    co_await SendJsonBody(ex, bhttp::status::bad_request, refused);
     co_return;
   }
+  const json& payload = *parsed;
   bool initialize = IsInitialize(payload);
   if (!initialize && payload.is_array()) {
     for (const auto& item : payload) {
@@ -205,17 +221,10 @@ Task<void> HandlePost(Exchange& ex, McpHttpContext& ctx, const std::string& key,
     co_await HandleInitialize(ex, ctx, payload, key, key_hash);
     co_return;
   }
-  std::string id(ex.header(kSessionHeader));
-  if (id.empty()) {
+  if (!session) {
     co_await SendRpcError(ex, bhttp::status::bad_request, jsonrpc::kServerError,
                           "Bad Request: Mcp-Session-Id header is required (send initialize "
                           "first)");
-    co_return;
-  }
-  auto session = ctx.sessions().Find(id, key_hash);
-  if (!session) {
-    co_await SendRpcError(ex, bhttp::status::not_found, jsonrpc::kSessionNotFound,
-                          "Session not found");
     co_return;
   }
   McpSession* raw = session.get();

@@ -55,10 +55,12 @@
 //   calls in flight are talking to berthd itself, whose connections Stop() closed, so they
 //   end at once. Destroy mcp_ after api_ (handlers hold a reference) and mcp_pool_ after mcp_.
 //
-// Behind berthd's key check (extra_routes run after authentication) the handler works as it
-// does alone: it reads Authorization itself, checks the key with GET /v1/me at initialize, and
-// answers 401 with WWW-Authenticate: Bearer when there is none. Request bodies up to
-// McpHttpOptions::max_body_bytes are read here, not through ServerOptions::max_json_bytes.
+// Behind berthd's key check (berthd authenticates /mcp like every route, before any body is
+// read, and answers 401 with WWW-Authenticate: Bearer) the handler works as it does alone: it
+// reads Authorization itself and checks the key with GET /v1/me at initialize. Alone, no
+// more than McpHttpOptions::max_initialize_bytes is read before that check; a larger body
+// (up to max_body_bytes) only within a session of the same key. Bodies are read here, not
+// through ServerOptions::max_json_bytes, each within body_timeout.
 #pragma once
 
 #include <chrono>
@@ -82,8 +84,13 @@ namespace berth::mcp {
 
 struct McpHttpOptions {
   McpHttpOptions() = default;
-  // A request body: file_write's 10 MiB of content with room for JSON escaping.
+  // A request body within a session: file_write's 10 MiB of content with room for JSON
+  // escaping. Only a key's own live session gets this much (the session is found first).
   size_t max_body_bytes = 32u << 20;
+  // A request body without a session (an initialize: capabilities and client info, a few KiB).
+  size_t max_initialize_bytes = 64u << 10;
+  // A body must arrive whole within this, however it trickles in (one deadline per body).
+  std::chrono::seconds body_timeout{120};
   // Sessions in all, and per API key; past either the least recently used is dropped (its
   // client gets 404 and starts a new session, as the specification says it must).
   size_t max_sessions = 4096;

@@ -11,6 +11,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "mcp/base_url.h"
 #include "mcp/http_backend.h"
 #include "mcp/mcp_server.h"
@@ -66,18 +67,18 @@ int RunStdio(const McpConfig& config, std::istream& in, std::ostream& out) {
       continue;
     }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank line
-    auto payload = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (payload.is_discarded()) {
-      send(jsonrpc::Error(nullptr, jsonrpc::kParseError, "Parse error: the line is not valid JSON"));
+    auto payload = ParseJson(line);
+    if (!payload) {
+      send(jsonrpc::ParseErrorResponse(payload.error()));
       continue;
     }
-    if (IsToolCall(payload)) {
-      boost::asio::post(workers, [&session, &send, payload = std::move(payload)] {
+    if (IsToolCall(*payload)) {
+      boost::asio::post(workers, [&session, &send, payload = std::move(*payload)] {
         if (auto response = session.Handle(payload)) send(*response);
       });
       continue;
     }
-    if (auto response = session.Handle(payload)) send(*response);
+    if (auto response = session.Handle(*payload)) send(*response);
   }
   // EOF: the client is gone or done; let calls in flight finish (their effects are real).
   workers.join();

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
+
 namespace berth::mcp {
 namespace {
 
@@ -40,11 +42,9 @@ bool McpSession::initialized() const {
 }
 
 std::optional<json> McpSession::HandleText(std::string_view text) {
-  auto payload = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (payload.is_discarded()) {
-    return jsonrpc::Error(nullptr, jsonrpc::kParseError, "Parse error: the message is not valid JSON");
-  }
-  return Handle(payload);
+  auto payload = ParseJson(text);
+  if (!payload) return jsonrpc::ParseErrorResponse(payload.error());
+  return Handle(*payload);
 }
 
 std::optional<json> McpSession::Handle(const json& payload) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <thread>
+#include "common/json.h"
 
 namespace berth::client {
 namespace {
@@ -126,9 +127,13 @@ ApiClient::ApiClient(Endpoint endpoint, std::string token, ClientOptions options
     : endpoint_(std::move(endpoint)), token_(std::move(token)), options_(options) {}
 
 Error ApiClient::ErrorFrom(const Response& response) {
-  auto body = nlohmann::json::parse(response.body, nullptr, false);
-  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-    const auto& e = body["error"];
+  auto parsed = ParseJson(response.body);
+  const nlohmann::json* error = nullptr;
+  if (parsed && parsed->is_object()) {
+    if (auto it = parsed->find("error"); it != parsed->end() && it->is_object()) error = &*it;
+  }
+  if (error != nullptr) {
+    const auto& e = *error;
     // Not value(): a peer's "code" may be a number (JSON-RPC errors), and value() would throw.
     auto text = [&](const char* key) {
       auto it = e.find(key);
@@ -176,16 +181,18 @@ Result<Response> ApiClient::Request(bhttp::verb method, std::string_view target,
 Result<nlohmann::json> ApiClient::Json(bhttp::verb method, std::string_view target,
                                        const std::optional<nlohmann::json>& body,
                                        const Headers& headers) {
-  auto response = Request(method, target, body ? body->dump() : std::string(),
+  auto response = Request(method, target, body ? DumpJson(*body) : std::string(),
                           body ? "application/json" : "", headers);
   if (!response) return Fail(response.error());
   if (response->status < 200 || response->status >= 300) return Fail(ErrorFrom(*response));
   if (response->body.empty()) return nlohmann::json::object();
-  auto parsed = nlohmann::json::parse(response->body, nullptr, false);
-  if (parsed.is_discarded()) {
-    return Fail(ErrorCode::kInternal, fmt::format("{} answered with invalid JSON", target));
+  // The peer may be a hostile guest's agent: too deep or not JSON is an error, never a crash.
+  auto parsed = ParseJson(response->body);
+  if (!parsed) {
+    return Fail(ErrorCode::kInternal,
+                fmt::format("{} answered with invalid JSON: {}", target, parsed.error().message));
   }
-  return parsed;
+  return std::move(*parsed);
 }
 
 Status ApiClient::Stream(bhttp::verb method, std::string_view target, const Headers& headers,
@@ -491,10 +498,12 @@ Status NdjsonSplitter::Feed(std::string_view data) {
     pending_.append(data.substr(0, nl));
     data.remove_prefix(nl + 1);
     if (!pending_.empty()) {
-      auto parsed = nlohmann::json::parse(pending_, nullptr, false);
+      auto parsed = ParseJson(pending_);
       pending_.clear();
-      if (parsed.is_discarded()) return Fail(ErrorCode::kInternal, "invalid NDJSON line");
-      auto status = on_line_(parsed);
+      if (!parsed) {
+        return Fail(ErrorCode::kInternal, "invalid NDJSON line: " + parsed.error().message);
+      }
+      auto status = on_line_(*parsed);
       if (!status) return status;
     }
   }

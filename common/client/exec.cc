@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/http/url.h"
+#include "common/json.h"
 
 namespace berth::client {
 namespace {
@@ -53,7 +54,7 @@ Result<protocol::ExecResult> Exec(ApiClient& client, std::string_view scope,
 Result<protocol::ExitStatus> ExecStream(ApiClient& client, std::string_view scope,
                                         const protocol::ExecRequest& request,
                                         const ExecEventCallback& on_event) {
-  auto end = StreamEvents(client, verb::post, Path(scope, "/exec"), request.ToJson().dump(),
+  auto end = StreamEvents(client, verb::post, Path(scope, "/exec"), DumpJson(request.ToJson()),
                           on_event);
   if (!end) return Fail(end.error());
   if (!*end) return Fail(ErrorCode::kUnavailable, "the exec stream ended without an end event");
@@ -65,10 +66,14 @@ Result<Started> StartBackground(ApiClient& client, std::string_view scope,
   request.background = true;
   auto json = client.Json(verb::post, Path(scope, "/exec"), request.ToJson());
   if (!json) return Fail(json.error());
+  // Checked field by field: json::value() throws on a peer's wrong type.
+  auto pid = OptionalInt(*json, "pid");
+  if (!json->is_object() || !pid || !*pid || **pid <= 0 || **pid > INT32_MAX) {
+    return Fail(ErrorCode::kInternal, "background exec answered without a pid");
+  }
   Started started;
-  started.pid = json->value("pid", 0);
-  if (json->contains("tag") && (*json)["tag"].is_string()) started.tag = (*json)["tag"].get<std::string>();
-  if (started.pid <= 0) return Fail(ErrorCode::kInternal, "background exec answered without a pid");
+  started.pid = static_cast<int>(**pid);
+  if (auto tag = OptionalString(*json, "tag"); tag && *tag) started.tag = **tag;
   return started;
 }
 
@@ -135,18 +140,27 @@ Status ExecSession::ReadHello(std::string_view expected_type) {
     auto frame = ws_->Read(std::chrono::seconds(30));
     if (!frame) return Fail(frame.error());
     if (!frame->text) continue;
-    auto msg = nlohmann::json::parse(frame->data, nullptr, false);
-    std::string type = msg.is_object() ? msg.value("type", "") : "";
-    if (type == "error") {
-      auto event = ExecEvent::FromJson(msg);
+    // The peer is not trusted: a message that does not parse, or fields of the wrong type,
+    // are an error, never a throw.
+    auto msg = ParseJson(frame->data);
+    if (!msg || !msg->is_object()) {
+      return Fail(ErrorCode::kInternal, "the session's first message is not a JSON object");
+    }
+    auto type = OptionalString(*msg, "type");
+    if (type && type->value_or("") == "error") {
+      auto event = ExecEvent::FromJson(*msg);
       if (event && event->error) return Fail(*event->error);
       return Fail(ErrorCode::kInternal, "session refused");
     }
-    if (type != expected_type) {
-      return Fail(ErrorCode::kInternal, fmt::format("expected {}, got {}", expected_type, frame->data));
+    if (!type || type->value_or("") != expected_type) {
+      return Fail(ErrorCode::kInternal, fmt::format("expected {}, got {}", expected_type,
+                                                    frame->data.substr(0, 200)));
     }
-    pid_ = msg.value("pid", 0);
-    if (msg.contains("tag") && msg["tag"].is_string()) tag_ = msg["tag"].get<std::string>();
+    auto pid = OptionalInt(*msg, "pid");
+    if (!pid) return Fail(ErrorCode::kInternal, "the session's pid is not an integer");
+    pid_ = static_cast<int>(pid->value_or(0));
+    auto tag = OptionalString(*msg, "tag");
+    if (tag && *tag) tag_ = **tag;
     return {};
   }
 }
@@ -156,7 +170,7 @@ Result<std::unique_ptr<ExecSession>> OpenSession(ApiClient& client, std::string_
   auto ws = client.OpenWebSocket(Path(scope, "/exec/ws"));
   if (!ws) return Fail(ws.error());
   std::unique_ptr<ExecSession> session(new ExecSession(std::move(*ws)));
-  if (auto sent = session->ws_->SendText(start.ToJson().dump()); !sent) return Fail(sent.error());
+  if (auto sent = session->ws_->SendText(DumpJson(start.ToJson())); !sent) return Fail(sent.error());
   if (auto hello = session->ReadHello("started"); !hello) return Fail(hello.error());
   return session;
 }
@@ -181,12 +195,12 @@ Status ExecSession::WriteStdin(std::string_view data) {
 
 Status ExecSession::Resize(uint16_t cols, uint16_t rows) {
   nlohmann::json msg = {{"type", "resize"}, {"cols", cols}, {"rows", rows}};
-  return ws_->SendText(msg.dump());
+  return ws_->SendText(DumpJson(msg));
 }
 
 Status ExecSession::Signal(std::string_view signal) {
   nlohmann::json msg = {{"type", "signal"}, {"signal", std::string(signal)}};
-  return ws_->SendText(msg.dump());
+  return ws_->SendText(DumpJson(msg));
 }
 
 Status ExecSession::CloseStdin() { return ws_->SendText(R"({"type":"close_stdin"})"); }
@@ -204,8 +218,9 @@ Result<ExecSession::Event> ExecSession::ReadEvent(std::chrono::milliseconds time
       event.data = frame->data.substr(1);
       return event;
     }
-    auto msg = nlohmann::json::parse(frame->data, nullptr, false);
-    auto parsed = ExecEvent::FromJson(msg);
+    auto msg = ParseJson(frame->data);
+    if (!msg) continue;  // not JSON: nothing this client can act on
+    auto parsed = ExecEvent::FromJson(*msg);
     if (!parsed) continue;  // a message type this client does not know
     if (parsed->type == ExecEvent::Type::kEnd) {
       event.kind = Event::Kind::kEnd;

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/http/url.h"
+#include "common/json.h"
 #include "common/tar/tar_create.h"
 #include "common/tar/tar_extract.h"
 #include "common/unique.h"
@@ -107,8 +108,8 @@ BodySink Collect(std::string& out) {
 }
 
 Result<nlohmann::json> ParseAnswer(const std::string& body) {
-  auto json = nlohmann::json::parse(body, nullptr, false);
-  if (json.is_discarded()) return Fail(ErrorCode::kInternal, "files API answered invalid JSON");
+  auto json = ParseJson(body);
+  if (!json) return Fail(ErrorCode::kInternal, "files API answered " + json.error().message);
   return json;
 }
 
@@ -371,6 +372,7 @@ Result<protocol::TarResult> DownloadTar(ApiClient& client, std::string_view scop
   protocol::TarResult result;
   result.entries = (*extracted)->entries;
   result.bytes = (*extracted)->bytes;
+  result.skipped = (*extracted)->skipped;
   return result;
 }
 

@@ -85,7 +85,9 @@ Result<protocol::TarResult> UploadTar(ApiClient& client, std::string_view scope,
                                       const std::string& local_dir, const std::string& remote_dir,
                                       const UploadOptions& options = {});
 // Streams the remote directory as a tar and extracts it into `local_dir` (created if missing)
-// as it arrives, with the same refusals as the server (nothing lands outside `local_dir`).
+// as it arrives, with the same refusals as the server (nothing lands outside `local_dir`) and
+// the host's defaults of tar::ExtractOptions: set-id bits cleared, FIFOs left out (counted in
+// `skipped`), device nodes refused, ownership never restored, even when run as root.
 Result<protocol::TarResult> DownloadTar(ApiClient& client, std::string_view scope,
                                         const std::string& remote_dir, const std::string& local_dir,
                                         const DownloadOptions& options = {});

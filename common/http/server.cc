@@ -15,10 +15,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
+
 namespace berth::http {
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+// At most this long waiting for a client that still sends a body the server did not read.
+constexpr std::chrono::seconds kLingerTime{1};
 
 Error IoError(const boost::system::error_code& ec, std::string_view what) {
   if (ec == beast::error::timeout) {
@@ -33,9 +37,7 @@ bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned v
   res.set(bhttp::field::content_type, "application/json");
   nlohmann::json body = {{"error",
                           {{"code", ErrorCodeName(error.code)}, {"message", error.message}}}};
-  // A message may quote the request (a path with %FF in it) or a guest's text: invalid UTF-8
-  // is replaced, never thrown on (that would be a 500 for a 400, or worse mid-answer).
-  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  res.body() = DumpJson(body);
   res.prepare_payload();
   return res;
 }
@@ -87,6 +89,12 @@ std::string_view Exchange::param(std::string_view name) const {
 }
 
 Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
+  co_return co_await ReadBodyChunksUntil(sink, chunk, std::nullopt);
+}
+
+Task<Status> Exchange::ReadBodyChunksUntil(
+    const ChunkSink& sink, size_t chunk,
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
   if (body_started_ && !body_done_) co_return Fail(ErrorCode::kInternal, "body read twice");
   body_started_ = true;
   if (body_done_) co_return Status{};
@@ -106,7 +114,12 @@ Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
   while (!parser_.is_done()) {
     parser_.get().body().data = buf.data();
     parser_.get().body().size = buf.size();
-    stream_.expires_after(options_.io_timeout);
+    // A total deadline: Beast closes the socket when it passes, so no answer can follow.
+    if (deadline) {
+      stream_.expires_at(*deadline);
+    } else {
+      stream_.expires_after(options_.io_timeout);
+    }
     auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser_, kTuple);
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) {
@@ -116,6 +129,9 @@ Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
       }
       if (ec.category() == bhttp::make_error_code(bhttp::error::bad_chunk).category()) {
         co_return Fail(ErrorCode::kInvalidArgument, "malformed request body: " + ec.message());
+      }
+      if (deadline && ec == beast::error::timeout) {
+        co_return Fail(ErrorCode::kDeadlineExceeded, "the request body did not arrive in time");
       }
       co_return Fail(IoError(ec, "read request body"));
     }
@@ -133,6 +149,10 @@ Task<Status> Exchange::ReadBodyChunks(const ChunkSink& sink, size_t chunk) {
 }
 
 Task<Result<std::string>> Exchange::ReadBody(size_t limit) {
+  co_return co_await ReadBody(limit, options_.body_timeout);
+}
+
+Task<Result<std::string>> Exchange::ReadBody(size_t limit, std::chrono::seconds total) {
   if (auto len = parser_.content_length(); len && *len > limit) {
     keep_alive_ = false;
     co_return Fail(ErrorCode::kTooLarge,
@@ -148,7 +168,8 @@ Task<Result<std::string>> Exchange::ReadBody(size_t limit) {
     body.append(data);
     co_return Status{};
   };
-  auto status = co_await ReadBodyChunks(sink, 64 * 1024);
+  auto deadline = std::chrono::steady_clock::now() + total;
+  auto status = co_await ReadBodyChunksUntil(sink, 64 * 1024, deadline);
   if (!status) co_return Fail(status.error());
   co_return body;
 }
@@ -157,9 +178,11 @@ Task<Result<nlohmann::json>> Exchange::ReadJson() {
   auto body = co_await ReadBody(options_.max_json_bytes);
   if (!body) co_return Fail(body.error());
   if (body->empty()) co_return nlohmann::json::object();
-  auto parsed = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) co_return Fail(ErrorCode::kInvalidArgument, "body is not valid JSON");
-  co_return parsed;
+  auto parsed = ParseJson(*body);
+  if (!parsed) {
+    co_return Fail(ErrorCode::kInvalidArgument, "request body: " + parsed.error().message);
+  }
+  co_return std::move(*parsed);
 }
 
 Task<Status> Exchange::Send(bhttp::response<bhttp::string_body> response) {
@@ -182,7 +205,7 @@ Task<Status> Exchange::Send(bhttp::response<bhttp::string_body> response) {
 Task<Status> Exchange::SendJson(bhttp::status status, const nlohmann::json& body) {
   bhttp::response<bhttp::string_body> res{status, request().version()};
   res.set(bhttp::field::content_type, "application/json");
-  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  res.body() = DumpJson(body);
   res.body().push_back('\n');
   co_return co_await Send(std::move(res));
 }
@@ -441,6 +464,8 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
 Task<void> Server::Serve(std::shared_ptr<Connection> c) {
   beast::flat_buffer buffer;
   bool first = true;
+  // The connection ends with the client perhaps still sending (a body refused unread).
+  bool linger = false;
   for (;;) {
     bhttp::request_parser<bhttp::buffer_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
@@ -461,6 +486,7 @@ Task<void> Server::Serve(std::shared_ptr<Connection> c) {
         res.keep_alive(false);
         c->stream.expires_after(std::chrono::seconds(5));
         co_await bhttp::async_write(c->stream, res, kTuple);
+        linger = true;
       }
       break;
     }
@@ -472,6 +498,7 @@ Task<void> Server::Serve(std::shared_ptr<Connection> c) {
     } catch (const std::exception& e) {
       failure = e.what();
     }
+    linger = !exchange.body_done();
     if (failure) {
       spdlog::error("handler for {} {} threw: {}", std::string(bhttp::to_string(exchange.method())),
                     exchange.path(), *failure);
@@ -489,7 +516,22 @@ Task<void> Server::Serve(std::shared_ptr<Connection> c) {
   if (c->stream.socket().is_open()) {
     boost::system::error_code ignored;
     c->stream.socket().shutdown(asio::socket_base::shutdown_send, ignored);
-    c->stream.close();
+    if (linger) {
+      // A lingering close (RFC 9112, 9.6): closing with the client's bytes unread resets the
+      // connection, and the reset drops what of the answer the kernel has not sent yet (a
+      // 401 or 413 for a body never read, the tail of a large answer). Drain what the client
+      // still sends, bounded in bytes and in time, so the answer gets there.
+      constexpr size_t kLingerBytes = 1u << 20;
+      std::vector<char> scratch(16 * 1024);
+      size_t drained = 0;
+      c->stream.expires_after(kLingerTime);
+      while (drained < kLingerBytes) {
+        auto [rec, got] = co_await c->stream.async_read_some(asio::buffer(scratch), kTuple);
+        if (rec) break;
+        drained += got;
+      }
+    }
+    if (c->stream.socket().is_open()) c->stream.close();
   }
   open_connections_.fetch_sub(1);
   std::lock_guard lock(mutex_);

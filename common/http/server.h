@@ -37,6 +37,10 @@ struct ServerOptions {
   std::chrono::seconds idle_timeout{120};
   // Each body read or response write must make progress within this.
   std::chrono::seconds io_timeout{60};
+  // A body read whole (ReadBody, ReadJson) must arrive completely within this, however it
+  // trickles in: a per-read timeout alone lets a client that sends a byte a minute hold a
+  // connection and its buffer for ever. Streamed bodies (ReadBodyChunks) have no total.
+  std::chrono::seconds body_timeout{60};
   // Default cap for ReadJson / ReadBody.
   size_t max_json_bytes = 1 << 20;
 };
@@ -65,9 +69,13 @@ class Exchange {
   nlohmann::json& context() { return context_; }
 
   // --- the request body -------------------------------------------------------------------
-  // Whole body, at most `limit` bytes (413 above). Call at most once.
+  // Whole body, at most `limit` bytes (413 above, before reading when Content-Length says
+  // so), complete within `total` (options().body_timeout by default; deadline_exceeded and
+  // the connection closed after it). Call at most once.
   Task<Result<std::string>> ReadBody(size_t limit);
-  // Whole body parsed as JSON; an empty body reads as an empty object.
+  Task<Result<std::string>> ReadBody(size_t limit, std::chrono::seconds total);
+  // Whole body parsed as JSON (common/json.h: bounded depth); an empty body reads as an
+  // empty object. At most options().max_json_bytes, within options().body_timeout.
   Task<Result<nlohmann::json>> ReadJson();
   // Streams the body to `sink` in chunks of up to `chunk` bytes, without holding it in memory.
   // `sink` may be a coroutine; a failing sink stops the read and its error is returned.
@@ -112,6 +120,10 @@ class Exchange {
   Task<bool> Prepare();
 
  private:
+  // ReadBodyChunks with each read bounded by `deadline` when set, by io_timeout otherwise.
+  Task<Status> ReadBodyChunksUntil(const ChunkSink& sink, size_t chunk,
+                                   std::optional<std::chrono::steady_clock::time_point> deadline);
+
   Stream& stream_;
   beast::flat_buffer& buffer_;
   bhttp::request_parser<bhttp::buffer_body>& parser_;

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
+
 namespace berth::protocol {
 namespace {
 
@@ -123,17 +125,17 @@ constexpr SignalEntry kSignals[] = {
 }  // namespace
 
 std::string EnvHeaderValue(const json& env) {
-  return env.dump(-1, ' ', /*ensure_ascii=*/true);
+  return DumpJson(env, -1, /*ensure_ascii=*/true);
 }
 
 Status ApplyEnvHeader(std::string_view value, EnvOverrides& env) {
   if (value.empty()) return {};
-  auto parsed = json::parse(value, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) {
+  auto parsed = ParseJson(value);
+  if (!parsed || !parsed->is_object()) {
     return Fail(ErrorCode::kInvalidArgument,
                 fmt::format("{} must be a JSON object of strings", kDefaultEnvHeader));
   }
-  auto defaults = EnvFromJson(json{{"env", std::move(parsed)}});
+  auto defaults = EnvFromJson(json{{"env", std::move(*parsed)}});
   if (!defaults) {
     return Fail(ErrorCode::kInvalidArgument,
                 fmt::format("{}: {}", kDefaultEnvHeader, defaults.error().message));
@@ -299,20 +301,20 @@ std::string ExecEvent::ToLine() const {
     case Type::kAttached: {
       json j = {{"type", type == Type::kStart ? "start" : "attached"}, {"pid", pid},
                 {"tag", OptJson(tag)}};
-      return j.dump();
+      return DumpJson(j);
     }
     case Type::kKeepalive:
       return R"({"type":"keepalive"})";
     case Type::kEnd: {
       json j = {{"type", "end"}};
       ExitToJson(exit, j);
-      return j.dump();
+      return DumpJson(j);
     }
     case Type::kError: {
       Error e = error.value_or(Error{ErrorCode::kInternal, "unknown error"});
       json j = {{"type", "error"},
                 {"error", {{"code", ErrorCodeName(e.code)}, {"message", e.message}}}};
-      return j.dump(-1, ' ', false, json::error_handler_t::replace);
+      return DumpJson(j);
     }
   }
   return "{}";

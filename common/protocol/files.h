@@ -76,6 +76,8 @@ struct TarResult {
   TarResult() = default;
   uint64_t entries = 0;
   uint64_t bytes = 0;
+  // DownloadTar only (not on the wire): entries the host left out (FIFOs).
+  uint64_t skipped = 0;
 };
 
 nlohmann::json ToJson(const TarResult& result);

@@ -1,6 +1,7 @@
 #include "common/tar/tar_extract.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 
 #include <optional>
 #include <set>
@@ -63,7 +64,8 @@ Result<std::string> SafeEntryName(std::string_view name) {
   return out;
 }
 
-Result<TarStats> ExtractTar(const std::string& dir, const TarSource& source) {
+Result<TarStats> ExtractTar(const std::string& dir, const TarSource& source,
+                            const ExtractOptions& options) {
   ScopedThreadCwd cwd;
   if (auto entered = cwd.Enter(dir); !entered) return Fail(entered.error());
 
@@ -114,13 +116,22 @@ Result<TarStats> ExtractTar(const std::string& dir, const TarSource& source) {
         case AE_IFREG:
         case AE_IFDIR:
         case AE_IFLNK:
-        case AE_IFIFO:
           break;
+        case AE_IFIFO:
+          if (options.fifos) break;
+          ++stats.skipped;
+          continue;  // libarchive skips the (empty) entry's data on the next header read
         default:
           return Fail(Refuse(raw, "device nodes and sockets are not extracted"));
       }
     }
     archive_entry_set_pathname(entry, name->c_str());
+    // With ARCHIVE_EXTRACT_PERM libarchive restores set-id bits whenever the archive's owner
+    // matches the extracting user's: as root, a guest's tar saying uid 0 would leave a
+    // setuid-root file on the host. Cleared on the entry itself, so hard links share it.
+    if (!options.keep_setid) {
+      archive_entry_set_perm(entry, archive_entry_perm(entry) & ~static_cast<mode_t>(S_ISUID | S_ISGID));
+    }
 
     r = archive_write_header(writer.get(), entry);
     if (r < ARCHIVE_WARN) return Fail(ArchiveError(writer.get(), raw, "tar entry"));

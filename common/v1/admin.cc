@@ -42,6 +42,7 @@ std::string_view ScopeName(Scope scope) {
     case Scope::kRead: return "read";
     case Scope::kWrite: return "write";
     case Scope::kAdmin: return "admin";
+    case Scope::kOperator: return "operator";
   }
   return "read";
 }
@@ -50,6 +51,7 @@ std::optional<Scope> ScopeFromName(std::string_view name) {
   if (name == "read") return Scope::kRead;
   if (name == "write") return Scope::kWrite;
   if (name == "admin") return Scope::kAdmin;
+  if (name == "operator") return Scope::kOperator;
   return std::nullopt;
 }
 

@@ -20,9 +20,9 @@
 
 namespace berth::v1 {
 
-// What a key may do: read (GET only) < write (the tenant's workspaces) < admin (also tenants
-// and keys, of every tenant).
-enum class Scope { kRead, kWrite, kAdmin };
+// What a key may do: read (GET only) < write (the tenant's workspaces) < admin (also its own
+// tenant's keys) < operator (tenants, and the keys of every tenant).
+enum class Scope { kRead, kWrite, kAdmin, kOperator };
 std::string_view ScopeName(Scope scope);
 std::optional<Scope> ScopeFromName(std::string_view name);
 

@@ -1,6 +1,9 @@
-// Identity, tenants and keys. Tenants and keys are admin-scope; /v1/me is for any key.
+// Identity, tenants and keys. Tenants need an operator key; keys an admin key for its own
+// tenant's, an operator key for any tenant's; /v1/me is for any key. Bodies are checked field
+// by field: a field of the wrong type is a 400 naming it, never a throw.
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/random.h"
 #include "common/unix_time.h"
 #include "controller/api/api_server.h"
@@ -24,8 +27,18 @@ http::Task<void> Me(ApiContext&, http::Exchange& ex) {
   co_await ex.SendJson(status::ok, body);
 }
 
+// 403 for a tenant the principal may not manage keys of. Decided on the reference alone,
+// before any lookup, so that an admin learns nothing about which other tenants exist.
+Status CheckKeyTenant(const Principal& p, const std::string& tenant_ref) {
+  if (p.Allows(Scope::kOperator) || tenant_ref == p.tenant_id || tenant_ref == p.tenant_name) {
+    return {};
+  }
+  return Fail(ErrorCode::kPermissionDenied,
+              "an admin key manages its own tenant's keys; other tenants need an operator key");
+}
+
 http::Task<void> CreateTenant(ApiContext& ctx, http::Exchange& ex) {
-  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  if (!co_await Require(ex, Scope::kOperator)) co_return;
   auto body = co_await ex.ReadJson();
   if (!body) {
     co_await ex.SendError(body.error());
@@ -49,7 +62,7 @@ http::Task<void> CreateTenant(ApiContext& ctx, http::Exchange& ex) {
 }
 
 http::Task<void> ListTenants(ApiContext& ctx, http::Exchange& ex) {
-  if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  if (!co_await Require(ex, Scope::kOperator)) co_return;
   auto tenants = co_await ctx.Blocking([&] { return ctx.store.ListTenants(); });
   if (!tenants) {
     co_await ex.SendError(tenants.error());
@@ -68,16 +81,45 @@ http::Task<void> CreateKey(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(body.error());
     co_return;
   }
-  std::string tenant_ref = body->is_object() ? body->value("tenant", PrincipalOf(ex).tenant_id) : "";
-  std::string scope_name = body->is_object() ? body->value("scope", "") : "";
-  std::string name = body->is_object() ? body->value("name", "") : "";
-  auto scope = ParseScope(scope_name);
+  if (!body->is_object()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "the body must be a JSON object"});
+    co_return;
+  }
+  auto tenant_field = OptionalString(*body, "tenant");
+  auto scope_field = OptionalString(*body, "scope");
+  auto name_field = OptionalString(*body, "name");
+  std::optional<Error> wrong_type;
+  for (const auto* field : {&tenant_field, &scope_field, &name_field}) {
+    if (!*field && !wrong_type) wrong_type = field->error();
+  }
+  if (wrong_type) {
+    co_await ex.SendError(*wrong_type);
+    co_return;
+  }
+  Principal principal = PrincipalOf(ex);
+  std::string tenant_ref = tenant_field->value_or(principal.tenant_id);
+  std::string name = name_field->value_or("");
+  auto scope = ParseScope(scope_field->value_or(""));
   if (!scope) {
     co_await ex.SendError(scope.error());
     co_return;
   }
   if (name.size() > 200) {
     co_await ex.SendError({ErrorCode::kInvalidArgument, "'name' is longer than 200 characters"});
+    co_return;
+  }
+  if (auto allowed = CheckKeyTenant(principal, tenant_ref); !allowed) {
+    co_await ex.SendError(allowed.error());
+    co_return;
+  }
+  // An admin's reference named its own tenant: look that up by id, not by the reference.
+  if (!principal.Allows(Scope::kOperator)) tenant_ref = principal.tenant_id;
+  // No key mints one that could do more than itself (an admin cannot make an operator).
+  if (!principal.Allows(*scope)) {
+    auto error = Error{ErrorCode::kPermissionDenied,
+                       fmt::format("a key of {} scope cannot create one of {} scope",
+                                   ScopeName(principal.scope), ScopeName(*scope))};
+    co_await ex.SendError(error);
     co_return;
   }
   auto made = co_await ctx.Blocking([&]() -> Result<std::pair<NewKey, store::Tenant>> {
@@ -101,7 +143,16 @@ http::Task<void> CreateKey(ApiContext& ctx, http::Exchange& ex) {
 
 http::Task<void> ListKeys(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kAdmin)) co_return;
+  Principal principal = PrincipalOf(ex);
   auto tenant = ex.query().Get("tenant");
+  if (tenant) {
+    if (auto allowed = CheckKeyTenant(principal, *tenant); !allowed) {
+      co_await ex.SendError(allowed.error());
+      co_return;
+    }
+  }
+  // An admin sees its own tenant's keys (by id, whatever the reference was).
+  if (!principal.Allows(Scope::kOperator)) tenant = principal.tenant_id;
   auto keys = co_await ctx.Blocking([&]() -> Result<std::vector<store::ApiKey>> {
     std::optional<std::string> id;
     if (tenant) {
@@ -124,7 +175,8 @@ http::Task<void> ListKeys(ApiContext& ctx, http::Exchange& ex) {
 http::Task<void> RevokeKey(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kAdmin)) co_return;
   std::string id(ex.param("id"));
-  auto revoked = co_await ctx.Blocking([&] { return ctx.auth.Revoke(id); });
+  Principal principal = PrincipalOf(ex);
+  auto revoked = co_await ctx.Blocking([&] { return ctx.auth.Revoke(id, principal); });
   if (!revoked) {
     co_await ex.SendError(revoked.error());
     co_return;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/v1/admin.h"
+#include "common/json.h"
 
 namespace berth::api {
 
@@ -66,17 +67,46 @@ void ApiServer::Stop() {
   if (server_) server_->Stop();
 }
 
+namespace {
+
+// A refused key: 401 with WWW-Authenticate (RFC 9110 requires it; MCP clients look for it),
+// the body in berthd's error shape, or JSON-RPC's for /mcp (as MCP's own handler answers).
+http::Task<void> SendUnauthenticated(http::Exchange& ex, const Error& error) {
+  http::bhttp::response<http::bhttp::string_body> res{status::unauthorized, ex.request().version()};
+  res.set(http::bhttp::field::content_type, "application/json");
+  res.set(http::bhttp::field::www_authenticate, "Bearer");
+  nlohmann::json body;
+  if (ex.path() == "/mcp") {
+    body = {{"jsonrpc", "2.0"},
+            {"id", nullptr},
+            {"error", {{"code", -32000}, {"message", "Unauthorized: " + error.message}}}};
+  } else {
+    body = {{"error", {{"code", ErrorCodeName(error.code)}, {"message", error.message}}}};
+  }
+  res.body() = DumpJson(body) + "\n";
+  // An unread body closes the connection after the answer (Exchange::Send): nothing of it is
+  // read.
+  co_await ex.Send(std::move(res));
+}
+
+}  // namespace
+
 http::Task<void> ApiServer::Handle(http::Exchange& ex) {
-  // /mcp checks the key itself and answers MCP clients in their terms (401 with
-  // WWW-Authenticate, JSON-RPC errors).
-  bool open = (ex.method() == verb::get && ex.path() == "/v1/health") || ex.path() == "/mcp";
+  // Every route but health is authenticated here, before any handler runs and so before any
+  // request body is read: /mcp too (it would otherwise read and parse 32 MiB for any
+  // "Bearer x"). /mcp checks the key again at initialize, as it does when it runs alone.
+  bool open = ex.method() == verb::get && ex.path() == "/v1/health";
   if (!open) {
     std::string authorization(ex.header(http::bhttp::field::authorization));
     // By-reference captures only: the closure is trivially destructible (g++ 12, see
     // docs/architecture.md).
     auto principal = co_await ctx_.Blocking([&] { return ctx_.auth.Authenticate(authorization); });
     if (!principal) {
-      co_await ex.SendError(principal.error());
+      if (principal.error().code == ErrorCode::kUnauthenticated) {
+        co_await SendUnauthenticated(ex, principal.error());
+      } else {
+        co_await ex.SendError(principal.error());
+      }
       co_return;
     }
     auto& c = ex.context();

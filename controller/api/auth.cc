@@ -23,6 +23,7 @@ std::string_view ScopeName(Scope scope) {
     case Scope::kRead: return "read";
     case Scope::kWrite: return "write";
     case Scope::kAdmin: return "admin";
+    case Scope::kOperator: return "operator";
   }
   return "read";
 }
@@ -31,7 +32,8 @@ Result<Scope> ParseScope(std::string_view name) {
   if (name == "read") return Scope::kRead;
   if (name == "write") return Scope::kWrite;
   if (name == "admin") return Scope::kAdmin;
-  return Fail(ErrorCode::kInvalidArgument, "scope must be read, write or admin");
+  if (name == "operator") return Scope::kOperator;
+  return Fail(ErrorCode::kInvalidArgument, "scope must be read, write, admin or operator");
 }
 
 Result<NewKey> Authenticator::CreateKey(const std::string& tenant_id, Scope scope,
@@ -99,7 +101,18 @@ Result<Principal> Authenticator::Authenticate(std::string_view authorization) {
   return p;
 }
 
-Status Authenticator::Revoke(const std::string& key_id) {
+Status Authenticator::Revoke(const std::string& key_id, const Principal& by) {
+  auto key = store_.GetKey(key_id);
+  if (!key) return Fail(key.error());
+  if (!by.ManagesKeysOf(key->tenant_id)) {
+    return Fail(ErrorCode::kNotFound, fmt::format("no active key '{}'", key_id));
+  }
+  // An admin cannot revoke the operator's key (or any key above its own scope).
+  auto scope = ParseScope(key->scope);
+  if (!scope || !by.Allows(*scope)) {
+    return Fail(ErrorCode::kPermissionDenied,
+                fmt::format("revoking a key of {} scope needs a key of that scope", key->scope));
+  }
   auto status = store_.RevokeKey(key_id, UnixNow());
   std::lock_guard lock(mutex_);
   cache_.clear();

@@ -14,7 +14,12 @@
 
 namespace berth::api {
 
-enum class Scope { kRead, kWrite, kAdmin };
+// Ordered: each scope allows all that the ones before it do.
+//   read      GETs on the tenant's workspaces
+//   write     everything on the tenant's workspaces
+//   admin     also the tenant's own API keys (never another tenant's)
+//   operator  also tenants, and every tenant's keys: the host's operator (berthd's first key)
+enum class Scope { kRead, kWrite, kAdmin, kOperator };
 std::string_view ScopeName(Scope scope);
 Result<Scope> ParseScope(std::string_view name);
 
@@ -25,6 +30,11 @@ struct Principal {
   std::string key_prefix;
   Scope scope = Scope::kRead;
   bool Allows(Scope needed) const { return static_cast<int>(scope) >= static_cast<int>(needed); }
+  // Whether this key may manage keys of `tenant_id` (mint, list, revoke): an operator any
+  // tenant's, an admin its own tenant's.
+  bool ManagesKeysOf(std::string_view tenant_id) const {
+    return Allows(Scope::kOperator) || (Allows(Scope::kAdmin) && tenant_id == this->tenant_id);
+  }
 };
 
 struct NewKey {
@@ -39,8 +49,10 @@ class Authenticator {
   Result<NewKey> CreateKey(const std::string& tenant_id, Scope scope, const std::string& name);
   // The principal for an Authorization header value ("Bearer bk_…"). Blocking.
   Result<Principal> Authenticate(std::string_view authorization);
-  // Revokes a key; it fails authentication from now on. Blocking.
-  Status Revoke(const std::string& key_id);
+  // Revokes a key as `by`: not_found unless `by` manages keys of the key's tenant (another
+  // tenant's key is as good as missing), permission_denied for a key of a higher scope than
+  // `by`'s. The key fails authentication from then on. Blocking.
+  Status Revoke(const std::string& key_id, const Principal& by);
 
  private:
   struct Cached {

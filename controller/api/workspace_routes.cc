@@ -3,6 +3,7 @@
 // is by (the key's tenant, id or name), so another tenant's workspace is a 404.
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/unix_time.h"
 #include "controller/api/api_server.h"
 #include "controller/api/json.h"
@@ -121,8 +122,12 @@ http::Task<void> Act(ApiContext& ctx, http::Exchange& ex, Action action) {
     co_await ex.SendError(body.error());
     co_return;
   }
+  if (!body->is_object()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "the body must be a JSON object"});
+    co_return;
+  }
   bool force = false;
-  if (action == Action::kStop && body->is_object() && body->contains("force")) {
+  if (action == Action::kStop && body->contains("force")) {
     if (!(*body)["force"].is_boolean()) {
       co_await ex.SendError({ErrorCode::kInvalidArgument, "'force' must be true or false"});
       co_return;
@@ -151,23 +156,25 @@ http::Task<void> Wait(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(body.error());
     co_return;
   }
-  std::string want_name = "running";
-  if (body->is_object() && body->contains("state")) {
-    if (!(*body)["state"].is_string()) {
-      co_await ex.SendError({ErrorCode::kInvalidArgument, "'state' must be a state name"});
-      co_return;
-    }
-    want_name = (*body)["state"].get<std::string>();
+  if (!body->is_object()) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "the body must be a JSON object"});
+    co_return;
   }
+  auto state_field = OptionalString(*body, "state");
+  if (!state_field) {
+    co_await ex.SendError(state_field.error());
+    co_return;
+  }
+  std::string want_name = state_field->value_or("running");
   auto want = workspace::StateFromName(want_name);
   int64_t timeout_s = 300;
-  if (body->is_object() && body->contains("timeout_s")) {
-    if (!(*body)["timeout_s"].is_number_integer() || (*body)["timeout_s"].get<int64_t>() < 0 ||
-        (*body)["timeout_s"].get<int64_t>() > 3600) {
+  if (body->contains("timeout_s")) {
+    auto timeout = OptionalInt(*body, "timeout_s");
+    if (!timeout || !*timeout || **timeout < 0 || **timeout > 3600) {
       co_await ex.SendError({ErrorCode::kInvalidArgument, "'timeout_s' must be 0..3600"});
       co_return;
     }
-    timeout_s = (*body)["timeout_s"].get<int64_t>();
+    timeout_s = **timeout;
   }
   if (!want) {
     co_await ex.SendError({ErrorCode::kInvalidArgument, fmt::format("unknown state '{}'", want_name)});
@@ -222,7 +229,7 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     std::string out;
     for (const auto& e : *events) {
       if (e.id <= cursor) continue;
-      out += EventJson(e).dump() + "\n";
+      out += DumpJson(EventJson(e)) + "\n";
       cursor = e.id;
     }
     events->clear();
@@ -249,7 +256,7 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
       // The workspace is gone once its "deleted" event has gone out: end the stream.
       std::string last;
       for (const auto& e : *events) {
-        if (e.id > cursor) last += EventJson(e).dump() + "\n";
+        if (e.id > cursor) last += DumpJson(EventJson(e)) + "\n";
       }
       if (!last.empty()) {
         auto wrote = co_await ex.WriteChunk(last);

@@ -95,6 +95,35 @@ ALTER TABLE workspaces ADD COLUMN net_uid INTEGER;
 ALTER TABLE workspaces ADD COLUMN network TEXT NOT NULL DEFAULT '{"egress":"open","allow":[]}';
 CREATE UNIQUE INDEX workspaces_by_net_uid ON workspaces (net_uid);
 )sql",
+      // 4: the operator scope. `admin` used to reach every tenant; it now manages its own
+      // tenant's keys, and `operator` (tenants, every tenant's keys) takes over what the first
+      // key could do. SQLite cannot change a CHECK constraint, so the table is rebuilt (no
+      // other table refers to it). The first key (the one berthd made on its first start, in
+      // tenant "default") becomes the operator key; other admin keys keep their name and
+      // lose their reach into other tenants.
+      R"sql(
+CREATE TABLE api_keys_v4 (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  hash TEXT NOT NULL UNIQUE,
+  prefix TEXT NOT NULL,
+  scope TEXT NOT NULL CHECK (scope IN ('operator', 'admin', 'write', 'read')),
+  name TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  last_used_at INTEGER,
+  revoked_at INTEGER
+);
+INSERT INTO api_keys_v4 (id, tenant_id, hash, prefix, scope, name, created_at, last_used_at,
+                         revoked_at)
+  SELECT id, tenant_id, hash, prefix, scope, name, created_at, last_used_at, revoked_at
+  FROM api_keys;
+DROP TABLE api_keys;
+ALTER TABLE api_keys_v4 RENAME TO api_keys;
+UPDATE api_keys SET scope = 'operator'
+  WHERE id = (SELECT id FROM api_keys
+              WHERE scope = 'admin' AND tenant_id = 't_default' AND name = 'first admin key'
+              ORDER BY created_at, rowid LIMIT 1);
+)sql",
   };
   return kMigrations;
 }

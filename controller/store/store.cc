@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "controller/store/schema.h"
 
 namespace berth::store {
@@ -31,10 +32,9 @@ Workspace ReadWorkspace(const Statement& s) {
                                              : workspace::IdleAction::kStop;
   ws.max_runtime_s = s.OptInt(11);
   ws.auto_start = s.Int(12) != 0;
-  ws.env = nlohmann::json::parse(s.Text(13), nullptr, false);
-  if (ws.env.is_discarded()) ws.env = nlohmann::json::object();
-  ws.labels = nlohmann::json::parse(s.Text(14), nullptr, false);
-  if (ws.labels.is_discarded()) ws.labels = nlohmann::json::object();
+  // Written by berthd itself, but parsed the one way all JSON is (bounded depth).
+  ws.env = ParseJson(s.Text(13)).value_or(nlohmann::json::object());
+  ws.labels = ParseJson(s.Text(14)).value_or(nlohmann::json::object());
   ws.state = workspace::StateFromName(s.Text(15)).value_or(workspace::State::kError);
   ws.error = s.OptText(16);
   ws.transport = s.Text(17);
@@ -166,6 +166,19 @@ Result<std::vector<ApiKey>> Store::ListKeys(const std::optional<std::string>& te
   return out;
 }
 
+Result<ApiKey> Store::GetKey(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT id, tenant_id, prefix, scope, name, created_at, last_used_at, revoked_at "
+      "FROM api_keys WHERE id = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, id);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no active key '{}'", id));
+  return ReadKey(*stmt);
+}
+
 Status Store::RevokeKey(const std::string& id, int64_t now) {
   std::lock_guard lock(mutex_);
   auto stmt = db_.Prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
@@ -197,7 +210,7 @@ Status Store::InsertWorkspace(const Workspace& ws) {
       .Bind(5, ws.image_version).Bind(6, ws.size).Bind(7, ws.vcpus).Bind(8, ws.memory_mib)
       .Bind(9, ws.disk_gib).Bind(10, ws.idle_timeout_s)
       .Bind(11, IdleActionName(ws.idle_action)).Bind(12, ws.max_runtime_s)
-      .Bind(13, ws.auto_start).Bind(14, ws.env.dump()).Bind(15, ws.labels.dump())
+      .Bind(13, ws.auto_start).Bind(14, DumpJson(ws.env)).Bind(15, DumpJson(ws.labels))
       .Bind(16, workspace::StateName(ws.state)).Bind(17, ws.error).Bind(18, ws.transport)
       .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
       .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port)
@@ -275,8 +288,8 @@ Status Store::UpdateWorkspace(const Workspace& ws) {
       "last_active_at = ?, image_version = ?, agent_port = ?, network = ? WHERE id = ?");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.name).Bind(2, ws.idle_timeout_s).Bind(3, IdleActionName(ws.idle_action))
-      .Bind(4, ws.max_runtime_s).Bind(5, ws.auto_start).Bind(6, ws.env.dump())
-      .Bind(7, ws.labels.dump()).Bind(8, workspace::StateName(ws.state)).Bind(9, ws.error)
+      .Bind(4, ws.max_runtime_s).Bind(5, ws.auto_start).Bind(6, DumpJson(ws.env))
+      .Bind(7, DumpJson(ws.labels)).Bind(8, workspace::StateName(ws.state)).Bind(9, ws.error)
       .Bind(10, ws.updated_at).Bind(11, ws.started_at).Bind(12, ws.last_active_at)
       .Bind(13, ws.image_version).Bind(14, ws.agent_port)
       .Bind(15, network::PolicyJson(ws.network).dump()).Bind(16, ws.id);
@@ -386,7 +399,7 @@ Result<Event> Store::AddEvent(const std::string& workspace_id, const std::string
       "INSERT INTO events (workspace_id, tenant_id, at, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, workspace_id).Bind(2, tenant_id).Bind(3, at).Bind(4, type).Bind(5, message)
-      .Bind(6, data.dump());
+      .Bind(6, DumpJson(data));
   if (auto s = stmt->Run(); !s) return Fail(s.error());
   return Event{db_.LastInsertRowId(), workspace_id, at, type, message, data};
 }
@@ -404,9 +417,9 @@ Result<std::vector<Event>> Store::ListEvents(const std::string& workspace_id, in
     auto row = stmt->Step();
     if (!row) return Fail(row.error());
     if (!*row) break;
-    auto data = nlohmann::json::parse(stmt->Text(5), nullptr, false);
+    auto data = ParseJson(stmt->Text(5));
     out.push_back({stmt->Int(0), stmt->Text(1), stmt->Int(2), stmt->Text(3), stmt->Text(4),
-                   data.is_discarded() ? nlohmann::json::object() : data});
+                   data ? std::move(*data) : nlohmann::json::object()});
   }
   return out;
 }

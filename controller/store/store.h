@@ -59,6 +59,8 @@ class Store {
   // The key whose hash matches, if not revoked.
   Result<ApiKey> FindKeyByHash(const std::string& hash);
   Result<std::vector<ApiKey>> ListKeys(const std::optional<std::string>& tenant_id);
+  // The key with this id, revoked or not; not_found otherwise.
+  Result<ApiKey> GetKey(const std::string& id);
   Status RevokeKey(const std::string& id, int64_t now);
   Status TouchKey(const std::string& id, int64_t now);
 

@@ -1,23 +1,15 @@
-# Fuzzing the agent's request handling (owner: ports area). Included from tests/CMakeLists.txt.
+# Fuzzing: the agent's request handling (request_fuzz.cc, owner: ports area), berthd's own
+# (berthd_fuzz.cc) and the MCP server's JSON-RPC (mcp_fuzz.cc). Included from
+# tests/CMakeLists.txt.
 #
-# Always: the corpus replay driver, run by CTest as `fuzz_request_corpus` (label fuzz). With
-# -DBERTH_FUZZ_SANITIZE=ON the replay driver and the target are built with ASan+UBSan (the
-# rest of the tree is not: add the flags to CMAKE_CXX_FLAGS for a fully sanitized run).
-# With -DBERTH_FUZZ=ON and clang: the libFuzzer binary `request_fuzzer`; see tests/fuzz/README.md.
+# Always: a corpus replay driver per target, run by CTest as `fuzz_request_corpus`,
+# `fuzz_berthd_corpus` and `fuzz_mcp_corpus` (label fuzz). With -DBERTH_FUZZ_SANITIZE=ON the
+# replay drivers and the targets are built with ASan+UBSan (the rest of the tree is not: add
+# the flags to CMAKE_CXX_FLAGS for a fully sanitized run). With -DBERTH_FUZZ=ON and clang: the
+# libFuzzer binaries `request_fuzzer`, `berthd_fuzzer`, `mcp_fuzzer`; see tests/fuzz/README.md.
 option(BERTH_FUZZ_SANITIZE "Build the fuzz replay driver with ASan and UBSan" OFF)
 
 set(berth_fuzz_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
-
-add_executable(fuzz_request_replay fuzz/request_fuzz.cc fuzz/replay_main.cc)
-target_link_libraries(fuzz_request_replay PRIVATE berth_agent_core)
-target_precompile_headers(fuzz_request_replay REUSE_FROM berth_common)
-if(BERTH_FUZZ_SANITIZE)
-  target_compile_options(fuzz_request_replay PRIVATE -fsanitize=address,undefined
-                         -fno-omit-frame-pointer)
-  target_link_options(fuzz_request_replay PRIVATE -fsanitize=address,undefined)
-endif()
-add_test(NAME fuzz_request_corpus COMMAND fuzz_request_replay ${berth_fuzz_dir}/corpus)
-set_tests_properties(fuzz_request_corpus PROPERTIES TIMEOUT 300 LABELS fuzz)
 
 if(BERTH_FUZZ)
   # clang 14 cannot compile libstdc++ 12's <expected> (it needs P0848, conditionally trivial
@@ -34,8 +26,29 @@ if(BERTH_FUZZ)
                         "-Wno-macro-redefined -fsanitize=fuzzer-no-link,address,undefined\" "
                         "-DBERTH_WERROR=OFF (see tests/fuzz/README.md)")
   endif()
-  add_executable(request_fuzzer fuzz/request_fuzz.cc)
-  target_link_libraries(request_fuzzer PRIVATE berth_agent_core)
-  target_compile_options(request_fuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_options(request_fuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
 endif()
+
+# berth_fuzz_target(NAME SOURCE CORPUS LIBS...): NAME_replay (CTest fuzz_NAME_corpus on
+# tests/fuzz/CORPUS) and, with BERTH_FUZZ, the libFuzzer binary NAME_fuzzer.
+function(berth_fuzz_target name source corpus)
+  add_executable(fuzz_${name}_replay fuzz/${source} fuzz/replay_main.cc)
+  target_link_libraries(fuzz_${name}_replay PRIVATE ${ARGN})
+  target_precompile_headers(fuzz_${name}_replay REUSE_FROM berth_common)
+  if(BERTH_FUZZ_SANITIZE)
+    target_compile_options(fuzz_${name}_replay PRIVATE -fsanitize=address,undefined
+                           -fno-omit-frame-pointer)
+    target_link_options(fuzz_${name}_replay PRIVATE -fsanitize=address,undefined)
+  endif()
+  add_test(NAME fuzz_${name}_corpus COMMAND fuzz_${name}_replay ${berth_fuzz_dir}/${corpus})
+  set_tests_properties(fuzz_${name}_corpus PROPERTIES TIMEOUT 300 LABELS fuzz)
+  if(BERTH_FUZZ)
+    add_executable(${name}_fuzzer fuzz/${source})
+    target_link_libraries(${name}_fuzzer PRIVATE ${ARGN})
+    target_compile_options(${name}_fuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(${name}_fuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
+  endif()
+endfunction()
+
+berth_fuzz_target(request request_fuzz.cc corpus berth_agent_core)
+berth_fuzz_target(berthd berthd_fuzz.cc corpus-berthd berth_controller_core)
+berth_fuzz_target(mcp mcp_fuzz.cc corpus-mcp berth_mcp)

@@ -31,6 +31,7 @@
 #include "common/duration.h"
 #include "common/endpoint.h"
 #include "common/http/url.h"
+#include "common/json.h"
 #include "common/protocol/exec.h"
 #include "common/protocol/files.h"
 #include "common/v1/admin.h"
@@ -246,8 +247,8 @@ void FuzzParsers(std::string_view bytes) {
   for (std::string_view json_text : {bytes, body_at == std::string_view::npos
                                                  ? std::string_view()
                                                  : bytes.substr(body_at + 4)}) {
-    auto j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_discarded()) FuzzJson(j);
+    auto j = ParseJson(json_text);  // as the agent and the clients parse
+    if (j) FuzzJson(*j);
   }
 }
 

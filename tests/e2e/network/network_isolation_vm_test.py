@@ -4,8 +4,12 @@
 berthd runs with network isolation on; its filtering resolver's upstream is a DNS server this
 test runs in a network namespace of its own, joined to the host by a veth pair, which also owns
 a private address (10.254.9.2), the metadata address 169.254.169.254 and the addresses of
-allowed.test (203.0.113.10) and denied.test (203.0.113.20); the host routes them there, so no
-test packet leaves the machine (except the Debian mirror check, as the other e2e test does).
+allowed.test (198.18.0.10) and denied.test (198.18.0.20), so no test packet leaves the machine
+(except the Debian mirror check, as the other e2e test does). The host routes 198.18.0.0/24
+(the benchmarking range, which nothing here uses; checked first) there, and the metadata
+address only for the workspaces' uids (an `ip rule`), so the host's own traffic to the
+metadata service, the Debian archive and the npm registry never goes into the namespace. A
+run that was killed leaves them behind: the next one removes them first.
 
   - from inside guest A, as root, with raw sockets (AF_PACKET, hand-made SYNs, not connect()):
     127.0.0.1:<berthd port>, [::1]:<port>, the host's own address and guest B's agent port get no
@@ -40,8 +44,11 @@ T = "e2e_network_isolation"
 PEER = f"bte2e-{os.getpid()}"
 HOST_IF, PEER_IF = "bte2e0", "bte2e1"
 HOST_ADDR, PEER_ADDR = "10.254.9.1", "10.254.9.2"
-PEER_ON_LO = ["169.254.169.254", "203.0.113.10", "203.0.113.20", "203.0.113.53"]
-ROUTED = ["169.254.169.254/32", "203.0.113.0/24"]
+PEER_ON_LO = ["169.254.169.254", "198.18.0.10", "198.18.0.20", "198.18.0.53"]
+FAKE_INTERNET = "198.18.0.0/24"
+METADATA = "169.254.169.254/32"
+# Workspace uids (berthd's default range) reach the metadata address through the namespace.
+UID_RULE = ["uidrange", "2000000-2065535", "lookup", "4269", "priority", "4269"]
 PROBE_PORT = 18099  # host listeners that record every accept
 
 # Runs in the peer namespace: echo/HTTP servers on :80 and :8080 of every address, and a DNS
@@ -70,8 +77,8 @@ def echo():
             c.close()
         threading.Thread(target=serve, daemon=True).start()
 threading.Thread(target=echo, daemon=True).start()
-ANSWERS = {"allowed.test": "203.0.113.10", "denied.test": "203.0.113.20"}
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("203.0.113.53", 53))
+ANSWERS = {"allowed.test": "198.18.0.10", "denied.test": "198.18.0.20"}
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("198.18.0.53", 53))
 print("ready", flush=True)
 while True:
     q, src = u.recvfrom(4096)
@@ -156,7 +163,25 @@ class Lab:
         self.listeners = []
         self.peer_proc = None
 
+    @staticmethod
+    def clean_stale():
+        """What a killed run left: the namespaces, the veth, the routes and the uid rule."""
+        for line in sh("ip", "netns", "list", check_rc=False).stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith("bte2e-"):
+                sh("ip", "netns", "del", name, check_rc=False)
+        sh("ip", "route", "del", FAKE_INTERNET, "via", PEER_ADDR, check_rc=False)
+        while sh("ip", "rule", "del", *UID_RULE, check_rc=False).returncode == 0:
+            pass
+        sh("ip", "route", "flush", "table", "4269", check_rc=False)
+        sh("ip", "link", "del", HOST_IF, check_rc=False)
+
     def up(self):
+        Lab.clean_stale()
+        # Nothing of the host may be in the range the namespace takes over.
+        used = sh("ip", "-4", "route", "show", "match", "198.18.0.10").stdout.split("\n")
+        check(all(r.startswith("default") or not r.strip() for r in used),
+              f"{FAKE_INTERNET} is routed on this host already: {used}")
         sh("ip", "netns", "add", PEER)
         sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", PEER_IF, "netns", PEER)
         sh("ip", "addr", "add", f"{HOST_ADDR}/24", "dev", HOST_IF)
@@ -166,8 +191,9 @@ class Lab:
             sh("ip", "-n", PEER, *cmd)
         for a in PEER_ON_LO:
             sh("ip", "-n", PEER, "addr", "add", f"{a}/32", "dev", "lo")
-        for r in ROUTED:
-            sh("ip", "route", "replace", r, "via", PEER_ADDR)
+        sh("ip", "route", "replace", FAKE_INTERNET, "via", PEER_ADDR)
+        sh("ip", "route", "replace", METADATA, "via", PEER_ADDR, "table", "4269")
+        sh("ip", "rule", "add", *UID_RULE)
         self.peer_proc = subprocess.Popen(["ip", "netns", "exec", PEER, sys.executable, "-c", PEER_SERVERS],
                                           stdout=subprocess.PIPE, text=True)
         check(self.peer_proc.stdout.readline().strip() == "ready", "the peer's servers did not start")
@@ -195,10 +221,7 @@ class Lab:
             s.close()
         if self.peer_proc:
             self.peer_proc.kill()
-        for r in ROUTED:
-            sh("ip", "route", "del", r, check_rc=False)
-        sh("ip", "link", "del", HOST_IF, check_rc=False)
-        sh("ip", "netns", "del", PEER, check_rc=False)
+        Lab.clean_stale()
 
 
 def host_address():
@@ -226,7 +249,7 @@ def main():
         with open(config_path, "w") as f:
             json.dump({"listen": "127.0.0.1:0", "data_dir": data,
                        "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
-                       "network": {"isolation": True, "upstream_dns": ["203.0.113.53"],
+                       "network": {"isolation": True, "upstream_dns": ["198.18.0.53"],
                                    "open_cidrs": open_cidrs}}, f)
 
     write_config([])
@@ -266,14 +289,14 @@ def main():
         check("hello from the peer" in r["stdout"], f"allowed.test did not answer: {r}")
         r = api.exec("neta", "getent hosts denied.test || echo unresolved")
         check("unresolved" in r["stdout"], f"denied.test resolved: {r}")
-        r = api.exec("neta", "curl -s -m 5 http://203.0.113.20/ || echo refused")
+        r = api.exec("neta", "curl -s -m 5 http://198.18.0.20/ || echo refused")
         check("hello" not in r["stdout"], f"denied.test's raw address answered: {r}")
         net = api.ok("GET", "/v1/workspaces/neta/network")
         check(net["isolated"] and net["counters"]["refused_names"] >= 1, f"no refusals counted: {net}")
-        check(any(d["address"] == "203.0.113.20" for d in net["refused"]), f"203.0.113.20 not listed: {net}")
+        check(any(d["address"] == "198.18.0.20" for d in net["refused"]), f"198.18.0.20 not listed: {net}")
 
         log("PATCH to none cuts an open connection")
-        api.exec("neta", "nohup python3 -c \"import socket,time\ns=socket.create_connection(('203.0.113.10',8080))\n"
+        api.exec("neta", "nohup python3 -c \"import socket,time\ns=socket.create_connection(('198.18.0.10',8080))\n"
                          "open('/tmp/conn','w').write('open')\nwhile True:\n  time.sleep(1)\n  s.sendall(b'x')\n"
                          "  s.recv(1)\" >/tmp/conn.log 2>&1 & sleep 0", timeout_s=30)
         api.exec("neta", "for i in $(seq 50); do test -f /tmp/conn && break; sleep 0.2; done; cat /tmp/conn")
