@@ -49,7 +49,7 @@ Result<int> Events(Context& ctx, const EventOptions& o) {
       o.workspace, after,
       [&](const v1::Event& event) -> Status {
         if (ctx.json()) {
-          ctx.out() << v1::ToJson(event).dump() << "\n";
+          ctx.out() << DumpJson(v1::ToJson(event)) << "\n";
         } else {
           ctx.out() << EventLine(event);
         }

@@ -2,6 +2,7 @@
 // kept), or start it in the background and read its output, list and kill processes later.
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "mcp/text_limits.h"
 #include "mcp/tool.h"
 
@@ -27,7 +28,7 @@ int IntArg(const json& args, const char* key, int fallback) {
 
 std::string IdArg(const json& args) {
   const json& id = args["id"];
-  return id.is_string() ? id.get<std::string>() : id.dump();
+  return id.is_string() ? id.get<std::string>() : DumpJson(id);
 }
 
 std::string DescribeExit(const protocol::ExitStatus& exit) {
@@ -137,7 +138,7 @@ Result<ToolResult> Exec(ToolContext& ctx, const json& args) {
 }
 
 std::string DescribeProcess(const protocol::ProcessInfo& p) {
-  std::string cmd = p.cmd.is_string() ? p.cmd.get<std::string>() : p.cmd.dump();
+  std::string cmd = p.cmd.is_string() ? p.cmd.get<std::string>() : DumpJson(p.cmd);
   std::string state = p.running ? "running" : DescribeExit(p.exit);
   return fmt::format("pid {}{}: {} — {} (user {}, started {})", p.pid,
                      p.tag ? fmt::format(" [tag {}]", *p.tag) : "", state, cmd, p.user,

@@ -3,6 +3,7 @@
 // model always sees its state.
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/v1/workspace.h"
 #include "mcp/tool.h"
 
@@ -38,7 +39,7 @@ ToolResult WorkspaceResult(const v1::Workspace& ws, std::string_view note = {}) 
   json structured = v1::ToJson(ws);
   std::string text = Summary(ws);
   if (!note.empty()) text += fmt::format("\n{}", note);
-  text += "\n" + structured.dump(2, ' ', false, json::error_handler_t::replace);
+  text += "\n" + DumpJson(structured, 2);
   return ToolResult::Text(std::move(text), std::move(structured));
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/http/url.h"
+#include "common/json.h"
 
 namespace berth::client {
 namespace {
@@ -113,17 +114,15 @@ Result<v1::Workspace> BerthClient::CreateWorkspace(const v1::CreateWorkspace& re
   auto api = ClientFor(deadline);
   // Request(), not Json(): an idempotent retry differs only by its status (200, not 201).
   auto response =
-      api.Request(verb::post, target, v1::ToJson(request).dump(), "application/json", headers);
+      api.Request(verb::post, target, DumpJson(v1::ToJson(request)), "application/json", headers);
   if (!response) return Fail(response.error());
   if (response->status < 200 || response->status >= 300) {
     return Fail(ApiClient::ErrorFrom(*response));
   }
   if (existed) *existed = response->status == 200;
-  auto body = json::parse(response->body, nullptr, false);
-  if (body.is_discarded()) {
-    return Fail(MalformedAnswer("POST", target, Error{ErrorCode::kInternal, "not JSON"}));
-  }
-  return Parsed(Result<json>(std::move(body)), v1::WorkspaceFromJson, verb::post, target);
+  auto body = ParseJson(response->body);
+  if (!body) return Fail(MalformedAnswer("POST", target, body.error()));
+  return Parsed(Result<json>(std::move(*body)), v1::WorkspaceFromJson, verb::post, target);
 }
 
 Result<v1::Workspace> BerthClient::GetWorkspace(std::string_view ws, Deadline deadline) const {

@@ -1,5 +1,6 @@
 #include "common/v1/events.h"
 
+#include "common/json.h"
 #include "common/v1/reader.h"
 #include "common/v1/time.h"
 
@@ -51,7 +52,7 @@ Result<Event> EventFromJson(const json& j) {
       .String("type", e.type)
       .String("message", e.message, kMaxTextBytes)
       .Object("data", e.data);
-  if (r.ok() && e.data.dump().size() > kMaxEventDataBytes) {
+  if (r.ok() && DumpJson(e.data).size() > kMaxEventDataBytes) {
     r.Problem(fmt::format("'data' is larger than {} bytes", kMaxEventDataBytes));
   }
   if (auto done = r.Done(); !done) return Fail(done.error());

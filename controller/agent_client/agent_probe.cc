@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/http/types.h"
+#include "common/json.h"
 
 namespace berth::agent_client {
 
@@ -61,11 +62,12 @@ asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
     co_return Fail(ErrorCode::kUnavailable,
                    fmt::format("the agent answered {} to GET /v1/activity", res.result_int()));
   }
-  auto parsed = nlohmann::json::parse(res.body(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) {
+  // A guest's text: depth-bounded, so no later copy of it can overflow a stack.
+  auto parsed = ParseJson(res.body());
+  if (!parsed || !parsed->is_object()) {
     co_return Fail(ErrorCode::kUnavailable, "the agent's activity answer is not a JSON object");
   }
-  co_return parsed;
+  co_return std::move(*parsed);
 }
 
 }  // namespace berth::agent_client

@@ -1,5 +1,6 @@
 #include "controller/api/json.h"
 
+#include "common/json.h"
 #include "common/v1/time.h"
 #include "controller/network/policy.h"
 
@@ -11,7 +12,7 @@ v1::StringMap StringMapOf(const nlohmann::json& object) {
   v1::StringMap out;
   if (!object.is_object()) return out;
   for (const auto& [k, v] : object.items()) {
-    out.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());
+    out.emplace(k, v.is_string() ? v.get<std::string>() : DumpJson(v));
   }
   return out;
 }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
+
 namespace berth::network {
 namespace {
 
@@ -63,9 +65,10 @@ Result<nlohmann::json> Nft::Json(const std::string& command) {
     return Fail(missing ? ErrorCode::kNotFound : ErrorCode::kUnavailable,
                 fmt::format("nft {}: {}", command, error));
   }
-  auto j = nlohmann::json::parse(output, nullptr, false);
-  if (j.is_discarded()) return Fail(ErrorCode::kInternal, fmt::format("nft {}: output is not JSON", command));
-  return j;
+  // The kernel's answer through libnftables: trusted, but nested deeper than requests are.
+  auto j = ParseJson(output, 256);
+  if (!j) return Fail(ErrorCode::kInternal, fmt::format("nft {}: output is not JSON", command));
+  return std::move(*j);
 }
 
 }  // namespace berth::network

@@ -47,7 +47,7 @@ Workspace ReadWorkspace(const Statement& s) {
   ws.agent_port = s.OptInt(24);
   // A policy that no longer parses (it never should: it was validated on the way in) reads as
   // "none" rather than opening the guest up.
-  auto policy = network::ParsePolicy(nlohmann::json::parse(s.Text(25), nullptr, false));
+  auto policy = network::ParsePolicy(ParseJson(s.Text(25)).value_or(nlohmann::json()));
   ws.network = policy ? *policy : network::Policy{network::Egress::kNone, {}, {}};
   ws.net_uid = s.OptInt(26);
   return ws;
@@ -214,7 +214,7 @@ Status Store::InsertWorkspace(const Workspace& ws) {
       .Bind(16, workspace::StateName(ws.state)).Bind(17, ws.error).Bind(18, ws.transport)
       .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
       .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port)
-      .Bind(26, network::PolicyJson(ws.network).dump()).Bind(27, ws.net_uid);
+      .Bind(26, DumpJson(network::PolicyJson(ws.network))).Bind(27, ws.net_uid);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,
@@ -292,7 +292,7 @@ Status Store::UpdateWorkspace(const Workspace& ws) {
       .Bind(7, DumpJson(ws.labels)).Bind(8, workspace::StateName(ws.state)).Bind(9, ws.error)
       .Bind(10, ws.updated_at).Bind(11, ws.started_at).Bind(12, ws.last_active_at)
       .Bind(13, ws.image_version).Bind(14, ws.agent_port)
-      .Bind(15, network::PolicyJson(ws.network).dump()).Bind(16, ws.id);
+      .Bind(15, DumpJson(network::PolicyJson(ws.network))).Bind(16, ws.id);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,

@@ -4,6 +4,7 @@
 #include <boost/asio/use_future.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "controller/workspace/service_internal.h"
 
 namespace berth::workspace {
@@ -35,7 +36,7 @@ Result<network::NetworkStatus> WorkspaceService::SetNetwork(const std::string& t
     ws.network = policy;
     ws.updated_at = Now();
     auto detail = network::PolicyJson(policy);
-    if (auto s = Commit(*a, ws, "network_policy", detail.dump(), detail); !s) co_return Fail(s.error());
+    if (auto s = Commit(*a, ws, "network_policy", DumpJson(detail), detail); !s) co_return Fail(s.error());
     co_return a->record();
   };
   // Called on the API's blocking pool, never on the strand's threads: waiting here is safe.

@@ -14,6 +14,7 @@
 #include <boost/asio/use_future.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "common/random.h"
 #include "common/unix_time.h"
 #include "controller/agent_client/agent_probe.h"
@@ -332,7 +333,7 @@ Task<Result<Workspace>> WorkspaceService::Patch(std::string tenant_id, std::stri
       for (const auto& [name, value] : it->items()) names.push_back(name);
       *it = {{"names", names}};
     }
-    if (auto s = Commit(*a, ws, "updated", detail.dump()); !s) return Fail(s.error());
+    if (auto s = Commit(*a, ws, "updated", DumpJson(detail)); !s) return Fail(s.error());
     return a->record();
   };
   co_return co_await OnStrand(a, std::move(step));

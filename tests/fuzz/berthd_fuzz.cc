@@ -33,6 +33,7 @@
 #include "common/json.h"
 #include "controller/api/api_server.h"
 #include "controller/api/auth.h"
+#include "controller/api/local_backend.h"
 #include "controller/hypervisor/fake_hypervisor.h"
 #include "controller/store/store.h"
 #include "controller/workspace/request.h"
@@ -116,8 +117,9 @@ struct FuzzBerthd {
     o.idle_poll = std::chrono::hours(1);
     o.reconcile_every = std::chrono::hours(1);
     o.image_gc_every = std::chrono::seconds(0);
-    o.probe = [](const agent_client::AgentLink&, std::chrono::milliseconds) -> Result<nlohmann::json> {
-      return nlohmann::json::object();
+    o.probe = [](const agent_client::AgentLink&,
+                 std::chrono::milliseconds) -> workspace::Task<Result<nlohmann::json>> {
+      co_return nlohmann::json::object();
     };
     o.make_disks = [](const workspace::ImageVersion&, const workspace::Layout& layout, int) -> Status {
       std::ofstream(layout.root_disk()) << "root";
@@ -128,7 +130,14 @@ struct FuzzBerthd {
         *store, hypervisor, std::make_unique<NoAgentTransport>(), o);
     if (!service->Run()) std::abort();
 
-    mcp = std::make_unique<mcp::McpHttpContext>(mcp_pool);
+    // /mcp as berthd serves it: each session calls the service in-process as its key's principal.
+    mcp::BackendFactory backends = [this](http::Exchange&, const std::string& key)
+        -> Result<std::shared_ptr<mcp::Backend>> {
+      auto principal = auth->Authenticate("Bearer " + key);
+      if (!principal) return Fail(principal.error());
+      return std::make_shared<api::LocalBackend>(*service, io, *principal, mcp_calls);
+    };
+    mcp = std::make_unique<mcp::McpHttpContext>(mcp_pool, std::move(backends));
     api::ApiOptions aopt;
     aopt.server.header_timeout = std::chrono::seconds(2);
     aopt.server.idle_timeout = std::chrono::seconds(2);
@@ -145,7 +154,6 @@ struct FuzzBerthd {
     auto bound = server->Listen(*Endpoint::Parse("unix:" + (dir / "api.sock").string()));
     if (!bound) std::abort();
     socket_path = bound->path;
-    if (!mcp->SetApiUrl("unix:" + socket_path)) std::abort();
     for (int i = 0; i < 2; ++i) {
       threads.emplace_back([this] {
         auto guard = boost::asio::make_work_guard(io);
@@ -165,6 +173,7 @@ struct FuzzBerthd {
   boost::asio::io_context io{2};
   boost::asio::thread_pool pool{4};
   boost::asio::thread_pool mcp_pool{2};
+  std::shared_ptr<api::McpCalls> mcp_calls = std::make_shared<api::McpCalls>();
   std::unique_ptr<mcp::McpHttpContext> mcp;
   std::unique_ptr<api::ApiServer> server;
   std::vector<std::thread> threads;

@@ -1,11 +1,12 @@
 // Fuzz target for the MCP server's JSON-RPC handling, both transports' parsing: each input is
 // one stdio message stream (lines) and one HTTP body, handled by a real McpSession (initialize,
-// batches, tools/list, tools/call with argument validation) whose tools call a "berthd" that
-// is not there (a unix socket path nobody listens on: every API call fails at once). The same
+// batches, tools/list, tools/call with argument validation) whose tools call Berth through a
+// FakeBackend (workspaces, processes and files in memory). The same
 // bytes go through the pure parts: ParseJson, Classify, ValidateArguments against every
 // tool's schema, ParseBaseUrl, ApplyEdit, the UTF-8 cutters and the stdio line reader.
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "common/json.h"
 #include "mcp/arguments.h"
 #include "mcp/base_url.h"
+#include "mcp/fake_backend.h"
 #include "mcp/file_edit.h"
 #include "mcp/json_rpc.h"
 #include "mcp/session.h"
@@ -29,10 +31,8 @@ using namespace berth;
 mcp::McpSession& Session() {
   static mcp::McpSession* session = [] {
     spdlog::set_level(spdlog::level::off);
-    Endpoint nowhere;
-    nowhere.kind = Endpoint::Kind::kUnix;
-    nowhere.path = "/nonexistent/berth-mcp-fuzz.sock";
-    return new mcp::McpSession(mcp::ApiTarget(nowhere, "bk_fuzz"), "");
+    // Berth in memory: the tools run to their answers (and their failures) in microseconds.
+    return new mcp::McpSession(std::make_shared<mcp::FakeBackend>(), "");
   }();
   return *session;
 }

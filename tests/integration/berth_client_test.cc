@@ -217,7 +217,7 @@ TEST_CASE("typed client: create is idempotent by key; identity, usage, tenants a
 
   auto me = berth.Me(Soon());
   REQUIRE(me);
-  CHECK(me->scope == v1::Scope::kAdmin);
+  CHECK(me->scope == v1::Scope::kOperator);
   CHECK(me->tenant_name == "default");
   auto health = berth.Health(Soon());
   REQUIRE(health);

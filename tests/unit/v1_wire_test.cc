@@ -295,6 +295,14 @@ TEST_CASE("identity, tenants and keys round-trip; an unknown scope is refused", 
   auto back = v1::MeFromJson(j);
   REQUIRE(back);
   CHECK(back->scope == v1::Scope::kAdmin);
+  // Every scope berthd writes reads back as itself (an operator key is no reader).
+  for (auto scope : {v1::Scope::kRead, v1::Scope::kWrite, v1::Scope::kAdmin, v1::Scope::kOperator}) {
+    me.scope = scope;
+    auto round = v1::MeFromJson(v1::ToJson(me));
+    REQUIRE(round);
+    CHECK(round->scope == scope);
+  }
+  CHECK(v1::ScopeName(v1::Scope::kOperator) == "operator");
   j["key"]["scope"] = "root";
   CHECK_FALSE(v1::MeFromJson(j).has_value());
   CHECK_FALSE(v1::MeFromJson(json({{"tenant", {{"id", "tn_1"}, {"name", "x"}}}})).has_value());
