@@ -166,7 +166,7 @@ Status Daemon::Start() {
   }
 
   workspace::TransportOptions topt;
-  topt.kind = config_.transport;
+  topt.name = config_.transport;
   topt.agent_binary = config_.agent_binary;
   topt.agent_user = config_.agent_user;
   // Under isolation passt and QEMU run under each workspace's own uid.

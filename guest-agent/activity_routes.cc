@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/protocol/ports.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 
 namespace berth::agent {
 namespace {
@@ -97,12 +97,12 @@ void AddRoutes(http::Router& router, ActivityTracker& activity) {
 
 }  // namespace
 
-void RegisterActivityRoutes(http::Router& router, Services& services) {
-  AddRoutes(router, services.activity);
+void AddActivityRoutes(http::Router& router, ApiContext& ctx) {
+  AddRoutes(router, ctx.activity);
 }
 
-void RegisterLocalRoutes(http::Router& router, Services& services) {
-  AddRoutes(router, services.activity);
+void AddLocalRoutes(http::Router& router, ApiContext& ctx) {
+  AddRoutes(router, ctx.activity);
 }
 
 }  // namespace berth::agent

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "guest-agent/process_table.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 
 namespace berth::agent {
 namespace {
@@ -32,15 +32,15 @@ Agent::Agent(boost::asio::io_context& io, AgentOptions options)
       options_(std::move(options)),
       blocking_(static_cast<size_t>(std::max(1, options_.blocking_threads))),
       processes_(std::make_unique<ProcessTable>(io_, activity_)) {
-  Services services{options_, io_, blocking_, activity_, *processes_};
-  RegisterSystemRoutes(api_router_, services);
-  RegisterExecRoutes(api_router_, services);
-  RegisterProcessRoutes(api_router_, services);
-  RegisterFileRoutes(api_router_, services);
-  RegisterPortRoutes(api_router_, services);
-  RegisterActivityRoutes(api_router_, services);
-  RegisterSystemRoutes(local_router_, services);
-  RegisterLocalRoutes(local_router_, services);
+  ApiContext ctx{options_, io_, blocking_, activity_, *processes_};
+  AddSystemRoutes(api_router_, ctx);
+  AddExecRoutes(api_router_, ctx);
+  AddProcessRoutes(api_router_, ctx);
+  AddFileRoutes(api_router_, ctx);
+  AddPortRoutes(api_router_, ctx);
+  AddActivityRoutes(api_router_, ctx);
+  AddSystemRoutes(local_router_, ctx);
+  AddLocalRoutes(local_router_, ctx);
 }
 
 Agent::~Agent() {

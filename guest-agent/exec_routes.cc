@@ -10,7 +10,7 @@
 #include "guest-agent/process_session.h"
 #include "guest-agent/process_stream.h"
 #include "guest-agent/process_table.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 
 namespace berth::agent {
 namespace {
@@ -61,7 +61,7 @@ http::Task<void> StreamEvents(http::Exchange& ex, Process& process) {
   co_await ex.EndChunked();
 }
 
-http::Task<void> HandleExec(http::Exchange& ex, const Services& services) {
+http::Task<void> HandleExec(http::Exchange& ex, const ApiContext& ctx) {
   auto body = co_await ex.ReadJson();
   if (!body) {
     co_await ex.SendError(body.error());
@@ -80,7 +80,7 @@ http::Task<void> HandleExec(http::Exchange& ex, const Services& services) {
   // stdin: the given string (then closed), a pipe kept open for a background process, or
   // /dev/null.
   bool stdin_pipe = req->stdin_data.has_value() || req->background;
-  auto spec = PrepareSpawn(services.options.default_user, req->cmd, req->env, req->cwd,
+  auto spec = PrepareSpawn(ctx.options.default_user, req->cmd, req->env, req->cwd,
                            req->user, std::nullopt, stdin_pipe);
   if (!spec) {
     co_await ex.SendError(spec.error());
@@ -92,7 +92,7 @@ http::Task<void> HandleExec(http::Exchange& ex, const Services& services) {
   options.tag = req->tag;
   if (req->timeout_ms) options.timeout = std::chrono::milliseconds(*req->timeout_ms);
   options.stdin_data = req->stdin_data;
-  auto process = services.processes.Start(*spec, std::move(options));
+  auto process = ctx.processes.Start(*spec, std::move(options));
   if (!process) {
     co_await ex.SendError(process.error());
     co_return;
@@ -104,7 +104,7 @@ http::Task<void> HandleExec(http::Exchange& ex, const Services& services) {
     co_await ex.SendJson(status::accepted, started);
     co_return;
   }
-  auto guard = services.processes.OpenStream("exec");
+  auto guard = ctx.processes.OpenStream("exec");
   if (stream) {
     co_await StreamEvents(ex, **process);
   } else {
@@ -114,12 +114,12 @@ http::Task<void> HandleExec(http::Exchange& ex, const Services& services) {
 
 }  // namespace
 
-void RegisterExecRoutes(http::Router& router, Services& services) {
-  // Services is a bundle of references: copied into each handler (the caller's is a local).
+void AddExecRoutes(http::Router& router, ApiContext& ctx) {
+  // ApiContext is a bundle of references: copied into each handler (the caller's is a local).
   router.Add(http::bhttp::verb::post, "/v1/exec",
-             [services](http::Exchange& ex) { return HandleExec(ex, services); });
+             [ctx](http::Exchange& ex) { return HandleExec(ex, ctx); });
   router.Add(http::bhttp::verb::get, "/v1/exec/ws",
-             [services](http::Exchange& ex) { return ServeExecSession(ex, services); });
+             [ctx](http::Exchange& ex) { return ServeExecSession(ex, ctx); });
 }
 
 }  // namespace berth::agent

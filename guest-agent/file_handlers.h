@@ -11,7 +11,7 @@
 
 #include "common/blocking.h"
 #include "common/http/server.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 #include "guest-agent/users.h"
 
 namespace berth::agent::files {
@@ -26,7 +26,7 @@ struct FileRequest {
 // Runs `fn` (returning a Result or Status) on the blocking pool with `user`'s fs credentials.
 // `user` and whatever `fn` references must outlive the call (the caller awaits it).
 template <class F>
-auto RunAs(Services& services, const UserInfo& user, F fn) -> http::Task<std::invoke_result_t<F>> {
+auto RunAs(ApiContext& ctx, const UserInfo& user, F fn) -> http::Task<std::invoke_result_t<F>> {
   using R = std::invoke_result_t<F>;
   auto job = [&user, fn = std::move(fn)]() mutable -> R {
     ScopedFsCredentials creds(user);
@@ -35,7 +35,7 @@ auto RunAs(Services& services, const UserInfo& user, F fn) -> http::Task<std::in
     }
     return fn();
   };
-  co_return co_await RunBlocking(services.blocking, std::move(job));
+  co_return co_await RunBlocking(ctx.blocking, std::move(job));
 }
 
 // Pieces of file contents and archives move in chunks of this size: large enough to keep
@@ -45,10 +45,10 @@ inline constexpr size_t kChunkBytes = 256 * 1024;
 // client (which is still sending) gets to read the error instead of a reset connection.
 inline constexpr uint64_t kDrainBytes = 8u << 20;
 
-http::Task<void> GetContent(http::Exchange& ex, Services& services, const FileRequest& req);
-http::Task<void> PutContent(http::Exchange& ex, Services& services, const FileRequest& req);
-http::Task<void> GetTar(http::Exchange& ex, Services& services, const FileRequest& req);
-http::Task<void> PutTar(http::Exchange& ex, Services& services, const FileRequest& req);
-http::Task<void> Watch(http::Exchange& ex, Services& services, const FileRequest& req);
+http::Task<void> GetContent(http::Exchange& ex, ApiContext& ctx, const FileRequest& req);
+http::Task<void> PutContent(http::Exchange& ex, ApiContext& ctx, const FileRequest& req);
+http::Task<void> GetTar(http::Exchange& ex, ApiContext& ctx, const FileRequest& req);
+http::Task<void> PutTar(http::Exchange& ex, ApiContext& ctx, const FileRequest& req);
+http::Task<void> Watch(http::Exchange& ex, ApiContext& ctx, const FileRequest& req);
 
 }  // namespace berth::agent::files

@@ -18,14 +18,14 @@ using http::Exchange;
 using http::Task;
 
 // Parses {path} and ?user=. Answers the error itself and returns nullopt when invalid.
-Task<std::optional<FileRequest>> Prepare(Exchange& ex, Services& services) {
+Task<std::optional<FileRequest>> Prepare(Exchange& ex, ApiContext& ctx) {
   auto path = protocol::NormalizePath(ex.param("path"));
   if (!path) {
     co_await ex.SendError(path.error());
     co_return std::nullopt;
   }
-  std::string name = ex.query().Get("user").value_or(services.options.default_user);
-  auto user = co_await RunBlocking(services.blocking, [&] { return ResolveUser(name); });
+  std::string name = ex.query().Get("user").value_or(ctx.options.default_user);
+  auto user = co_await RunBlocking(ctx.blocking, [&] { return ResolveUser(name); });
   if (!user) {
     Error error = user.error();
     // An unknown user is a bad argument, not a missing file.
@@ -39,8 +39,8 @@ Task<std::optional<FileRequest>> Prepare(Exchange& ex, Services& services) {
   co_return req;
 }
 
-Task<void> StatPath(Exchange& ex, Services& services, const FileRequest& req) {
-  auto info = co_await RunAs(services, req.user, [&] { return fs::Stat(req.path); });
+Task<void> StatPath(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
+  auto info = co_await RunAs(ctx, req.user, [&] { return fs::Stat(req.path); });
   if (!info) {
     co_await ex.SendError(info.error());
     co_return;
@@ -49,14 +49,14 @@ Task<void> StatPath(Exchange& ex, Services& services, const FileRequest& req) {
   co_await ex.SendJson(status::ok, body);
 }
 
-Task<void> Remove(Exchange& ex, Services& services, const FileRequest& req) {
+Task<void> Remove(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
   auto recursive = ex.query().GetBool("recursive", false);
   if (!recursive) {
     co_await ex.SendError(recursive.error());
     co_return;
   }
   auto removed =
-      co_await RunAs(services, req.user, [&] { return fs::Remove(req.path, *recursive); });
+      co_await RunAs(ctx, req.user, [&] { return fs::Remove(req.path, *recursive); });
   if (!removed) {
     co_await ex.SendError(removed.error());
     co_return;
@@ -73,7 +73,7 @@ Result<std::optional<mode_t>> ModeParam(const Exchange& ex) {
   return std::optional<mode_t>(static_cast<mode_t>(*mode));
 }
 
-Task<void> MakeDir(Exchange& ex, Services& services, const FileRequest& req) {
+Task<void> MakeDir(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
   auto parents = ex.query().GetBool("parents", false);
   auto mode = ModeParam(ex);
   if (!parents || !mode) {
@@ -82,7 +82,7 @@ Task<void> MakeDir(Exchange& ex, Services& services, const FileRequest& req) {
     co_return;
   }
   mode_t m = mode->value_or(0755);
-  auto made = co_await RunAs(services, req.user,
+  auto made = co_await RunAs(ctx, req.user,
                              [&]() -> Result<std::pair<bool, protocol::FileInfo>> {
                                auto created = fs::MakeDir(req.path, *parents, m);
                                if (!created) return Fail(created.error());
@@ -99,7 +99,7 @@ Task<void> MakeDir(Exchange& ex, Services& services, const FileRequest& req) {
   co_await ex.SendJson(code, body);
 }
 
-Task<void> Move(Exchange& ex, Services& services, const FileRequest& req) {
+Task<void> Move(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
   auto to_text = ex.query().Get("to");
   auto overwrite = ex.query().GetBool("overwrite", false);
   if (!to_text || !overwrite) {
@@ -113,7 +113,7 @@ Task<void> Move(Exchange& ex, Services& services, const FileRequest& req) {
     co_await ex.SendError(to.error());
     co_return;
   }
-  auto moved = co_await RunAs(services, req.user, [&]() -> Result<protocol::FileInfo> {
+  auto moved = co_await RunAs(ctx, req.user, [&]() -> Result<protocol::FileInfo> {
     if (auto status = fs::Move(req.path, *to, *overwrite); !status) return Fail(status.error());
     return fs::Stat(*to);
   });
@@ -125,8 +125,8 @@ Task<void> Move(Exchange& ex, Services& services, const FileRequest& req) {
   co_await ex.SendJson(status::ok, body);
 }
 
-Task<void> HandleGet(Exchange& ex, Services& services) {
-  auto req = co_await Prepare(ex, services);
+Task<void> HandleGet(Exchange& ex, ApiContext& ctx) {
+  auto req = co_await Prepare(ex, ctx);
   if (!req) co_return;
   const auto& q = ex.query();
   auto stat = q.GetBool("stat", false);
@@ -136,20 +136,20 @@ Task<void> HandleGet(Exchange& ex, Services& services) {
     co_await ex.SendError(error);
     co_return;
   }
-  if (*stat) co_return co_await StatPath(ex, services, *req);
+  if (*stat) co_return co_await StatPath(ex, ctx, *req);
   if (auto archive = q.Get("archive")) {
     if (*archive != "tar") {
       co_await ex.SendError({ErrorCode::kInvalidArgument, "archive must be 'tar'"});
       co_return;
     }
-    co_return co_await GetTar(ex, services, *req);
+    co_return co_await GetTar(ex, ctx, *req);
   }
-  if (*watch) co_return co_await Watch(ex, services, *req);
-  co_await GetContent(ex, services, *req);
+  if (*watch) co_return co_await Watch(ex, ctx, *req);
+  co_await GetContent(ex, ctx, *req);
 }
 
-Task<void> HandlePut(Exchange& ex, Services& services) {
-  auto req = co_await Prepare(ex, services);
+Task<void> HandlePut(Exchange& ex, ApiContext& ctx) {
+  auto req = co_await Prepare(ex, ctx);
   if (!req) co_return;
   auto archive = ex.query().Get("archive");
   if (archive && *archive != "tar") {
@@ -158,22 +158,22 @@ Task<void> HandlePut(Exchange& ex, Services& services) {
   }
   bool tar_type = http::beast::iequals(ex.header(http::bhttp::field::content_type),
                                        "application/x-tar");
-  if (archive || tar_type) co_return co_await PutTar(ex, services, *req);
-  co_await PutContent(ex, services, *req);
+  if (archive || tar_type) co_return co_await PutTar(ex, ctx, *req);
+  co_await PutContent(ex, ctx, *req);
 }
 
-Task<void> HandleDelete(Exchange& ex, Services& services) {
-  auto req = co_await Prepare(ex, services);
+Task<void> HandleDelete(Exchange& ex, ApiContext& ctx) {
+  auto req = co_await Prepare(ex, ctx);
   if (!req) co_return;
-  co_await Remove(ex, services, *req);
+  co_await Remove(ex, ctx, *req);
 }
 
-Task<void> HandlePost(Exchange& ex, Services& services) {
-  auto req = co_await Prepare(ex, services);
+Task<void> HandlePost(Exchange& ex, ApiContext& ctx) {
+  auto req = co_await Prepare(ex, ctx);
   if (!req) co_return;
   auto op = ex.query().Get("op").value_or("");
-  if (op == "mkdir") co_return co_await MakeDir(ex, services, *req);
-  if (op == "move") co_return co_await Move(ex, services, *req);
+  if (op == "mkdir") co_return co_await MakeDir(ex, ctx, *req);
+  if (op == "move") co_return co_await Move(ex, ctx, *req);
   co_await ex.SendError(
       {ErrorCode::kInvalidArgument, fmt::format("op must be mkdir or move, not '{}'", op)});
 }
@@ -181,10 +181,10 @@ Task<void> HandlePost(Exchange& ex, Services& services) {
 }  // namespace
 }  // namespace files
 
-void RegisterFileRoutes(http::Router& router, Services& services) {
-  // `services` is a temporary of the Agent's constructor (its members are references to the
+void AddFileRoutes(http::Router& router, ApiContext& ctx) {
+  // `ctx` is a temporary of the Agent's constructor (its members are references to the
   // Agent's own parts): keep a copy alive with the routes.
-  auto s = std::make_shared<Services>(services);
+  auto s = std::make_shared<ApiContext>(ctx);
   router.Add(http::bhttp::verb::get, "/v1/files/{*path}",
              [s](http::Exchange& ex) { return files::HandleGet(ex, *s); });
   router.Add(http::bhttp::verb::put, "/v1/files/{*path}",

@@ -29,9 +29,9 @@ constexpr size_t kBridgeBytes = 4 * kChunkBytes;
 // miscompiles lambdas nested in coroutine lambdas.
 
 // Blocking pool: libarchive writes the tar of req.path into the bridge.
-Task<Result<tar::TarStats>> ProduceTar(Services& services, const FileRequest& req,
+Task<Result<tar::TarStats>> ProduceTar(ApiContext& ctx, const FileRequest& req,
                                        ChunkBridge& b) {
-  co_return co_await RunAs(services, req.user, [&req, &b]() -> Result<tar::TarStats> {
+  co_return co_await RunAs(ctx, req.user, [&req, &b]() -> Result<tar::TarStats> {
     auto stats = tar::CreateTar(
         req.path, [&b](std::string_view data) { return b.Push(std::string(data)); },
         kChunkBytes);
@@ -58,9 +58,9 @@ Task<Status> SendTarChunks(Exchange& ex, ChunkBridge& bridge) {
 }
 
 // Blocking pool: libarchive extracts what the bridge brings into req.path.
-Task<Result<tar::TarStats>> ExtractFromBridge(Services& services, const FileRequest& req,
+Task<Result<tar::TarStats>> ExtractFromBridge(ApiContext& ctx, const FileRequest& req,
                                               ChunkBridge& b) {
-  co_return co_await RunAs(services, req.user, [&req, &b]() -> Result<tar::TarStats> {
+  co_return co_await RunAs(ctx, req.user, [&req, &b]() -> Result<tar::TarStats> {
     std::string current;  // the piece libarchive reads from, alive until the next call
     // Inside the guest, as the request's user: the user's own archive may hold FIFOs and
     // set-id files, as a tar run by that user would restore them.
@@ -119,8 +119,8 @@ Task<Status> FeedBridge(Exchange& ex, ChunkBridge& bridge) {
 
 }  // namespace
 
-Task<void> GetTar(Exchange& ex, Services& services, const FileRequest& req) {
-  auto opened = co_await RunAs(services, req.user, [&] { return fs::OpenForRead(req.path); });
+Task<void> GetTar(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
+  auto opened = co_await RunAs(ctx, req.user, [&] { return fs::OpenForRead(req.path); });
   if (!opened) {
     co_await ex.SendError(opened.error());
     co_return;
@@ -132,10 +132,10 @@ Task<void> GetTar(Exchange& ex, Services& services, const FileRequest& req) {
   }
   opened->fd.reset();
   auto executor = co_await boost::asio::this_coro::executor;
-  auto bridge = ChunkBridge::Create(executor, kBridgeBytes, services.options.server.io_timeout);
+  auto bridge = ChunkBridge::Create(executor, kBridgeBytes, ctx.options.server.io_timeout);
   if (!co_await ex.BeginChunked(status::ok, "application/x-tar")) co_return;
 
-  auto [made, sent] = co_await (ProduceTar(services, req, *bridge) && SendTarChunks(ex, *bridge));
+  auto [made, sent] = co_await (ProduceTar(ctx, req, *bridge) && SendTarChunks(ex, *bridge));
   if (!made || !sent) {
     // Mid-stream: cut the connection so the client sees an incomplete archive, not a short one.
     Error error = !made ? made.error() : sent.error();
@@ -145,16 +145,16 @@ Task<void> GetTar(Exchange& ex, Services& services, const FileRequest& req) {
   co_await ex.EndChunked();
 }
 
-Task<void> PutTar(Exchange& ex, Services& services, const FileRequest& req) {
-  auto made = co_await RunAs(services, req.user, [&] { return fs::MakeDirs(req.path, 0755); });
+Task<void> PutTar(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
+  auto made = co_await RunAs(ctx, req.user, [&] { return fs::MakeDirs(req.path, 0755); });
   if (!made) {
     co_await ex.SendError(made.error());
     co_return;
   }
   auto executor = co_await boost::asio::this_coro::executor;
-  auto bridge = ChunkBridge::Create(executor, kBridgeBytes, services.options.server.io_timeout);
+  auto bridge = ChunkBridge::Create(executor, kBridgeBytes, ctx.options.server.io_timeout);
 
-  auto [stats, fed] = co_await (ExtractFromBridge(services, req, *bridge) && FeedBridge(ex, *bridge));
+  auto [stats, fed] = co_await (ExtractFromBridge(ctx, req, *bridge) && FeedBridge(ex, *bridge));
   if (!stats) {
     co_await ex.SendError(stats.error());
     co_return;

@@ -61,9 +61,9 @@ Result<std::optional<ByteRange>> ParseRange(std::string_view header, uint64_t si
 
 // What the chunks of one upload's body share.
 struct UploadState {
-  UploadState(Services& s, const FileRequest& r, fs::AtomicUpload& u)
-      : services(s), req(r), upload(u) {}
-  Services& services;
+  UploadState(ApiContext& s, const FileRequest& r, fs::AtomicUpload& u)
+      : ctx(s), req(r), upload(u) {}
+  ApiContext& ctx;
   const FileRequest& req;
   fs::AtomicUpload& upload;
   std::optional<Error> failure;  // the first write error; the rest of the body is dropped
@@ -77,12 +77,12 @@ Task<Status> WriteUploadChunk(UploadState& state, std::string_view data) {
     co_return Status{};
   }
   fs::AtomicUpload& upload = state.upload;
-  auto written = co_await RunBlocking(state.services.blocking,
+  auto written = co_await RunBlocking(state.ctx.blocking,
                                       [&upload, data] { return upload.Write(data); });
   if (!written) {
     state.failure = written.error();
     // Drop the temporary now: on a full disk its blocks are what the rest of the system needs.
-    co_await RunAs(state.services, state.req.user, [&upload] {
+    co_await RunAs(state.ctx, state.req.user, [&upload] {
       upload.Abort();
       return Status{};
     });
@@ -103,14 +103,14 @@ Task<void> SendUnsatisfiable(Exchange& ex, uint64_t size) {
 
 }  // namespace
 
-Task<void> GetContent(Exchange& ex, Services& services, const FileRequest& req) {
-  auto opened = co_await RunAs(services, req.user, [&] { return fs::OpenForRead(req.path); });
+Task<void> GetContent(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
+  auto opened = co_await RunAs(ctx, req.user, [&] { return fs::OpenForRead(req.path); });
   if (!opened) {
     co_await ex.SendError(opened.error());
     co_return;
   }
   if (S_ISDIR(opened->st.st_mode)) {
-    auto listing = co_await RunAs(services, req.user, [&] {
+    auto listing = co_await RunAs(ctx, req.user, [&] {
       return fs::ListDir(std::move(opened->fd), req.path);
     });
     if (!listing) {
@@ -149,7 +149,7 @@ Task<void> GetContent(Exchange& ex, Services& services, const FileRequest& req) 
   uint64_t remaining = range.length;
   while (remaining > 0) {
     size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), remaining));
-    auto got = co_await RunBlocking(services.blocking,
+    auto got = co_await RunBlocking(ctx.blocking,
                                     [&] { return fs::ReadAt(fd, buf.data(), want, offset); });
     if (!got || *got == 0) {
       // The promised length cannot be met (the file shrank, or a read error): cutting the
@@ -165,7 +165,7 @@ Task<void> GetContent(Exchange& ex, Services& services, const FileRequest& req) 
   }
 }
 
-Task<void> PutContent(Exchange& ex, Services& services, const FileRequest& req) {
+Task<void> PutContent(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
   auto overwrite = ex.query().GetBool("overwrite", true);
   if (!overwrite) {
     co_await ex.SendError(overwrite.error());
@@ -180,7 +180,7 @@ Task<void> PutContent(Exchange& ex, Services& services, const FileRequest& req) 
     }
     mode = static_cast<mode_t>(*parsed);
   }
-  auto begun = co_await RunAs(services, req.user, [&] {
+  auto begun = co_await RunAs(ctx, req.user, [&] {
     return fs::AtomicUpload::Begin(req.path, mode, *overwrite);
   });
   if (!begun) {
@@ -189,12 +189,12 @@ Task<void> PutContent(Exchange& ex, Services& services, const FileRequest& req) 
   }
   fs::AtomicUpload upload = std::move(*begun);
 
-  UploadState state(services, req, upload);
+  UploadState state(ctx, req, upload);
   // Not a coroutine lambda: g++ 12 miscompiles lambdas nested in coroutine lambdas.
   Exchange::ChunkSink sink = [&state](std::string_view data) { return WriteUploadChunk(state, data); };
   auto body = co_await ex.ReadBodyChunks(sink, kChunkBytes);
   if (!body || state.failure) {
-    co_await RunAs(services, req.user, [&] {
+    co_await RunAs(ctx, req.user, [&] {
       upload.Abort();
       return Status{};
     });
@@ -202,7 +202,7 @@ Task<void> PutContent(Exchange& ex, Services& services, const FileRequest& req) 
     co_await ex.SendError(error);
     co_return;
   }
-  auto committed = co_await RunAs(services, req.user,
+  auto committed = co_await RunAs(ctx, req.user,
                                   [&]() -> Result<std::pair<bool, protocol::FileInfo>> {
                                     auto replaced = upload.Commit();
                                     if (!replaced) {

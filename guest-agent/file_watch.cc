@@ -194,7 +194,7 @@ void Translate(const char* buf, size_t len, WatchSet& set, int root_wd, std::str
 
 }  // namespace
 
-Task<void> Watch(Exchange& ex, Services& services, const FileRequest& req) {
+Task<void> Watch(Exchange& ex, ApiContext& ctx, const FileRequest& req) {
   auto recursive = ex.query().GetBool("recursive", false);
   if (!recursive) {
     co_await ex.SendError(recursive.error());
@@ -207,7 +207,7 @@ Task<void> Watch(Exchange& ex, Services& services, const FileRequest& req) {
   }
   WatchSet set(fd.get(), *recursive);
   int root_wd = -1;
-  auto first = co_await RunAs(services, req.user,
+  auto first = co_await RunAs(ctx, req.user,
                               [&]() -> Result<std::vector<protocol::WatchEvent>> {
                                 struct stat st {};
                                 if (stat(req.path.c_str(), &st) != 0) {
@@ -260,7 +260,7 @@ Task<void> Watch(Exchange& ex, Services& services, const FileRequest& req) {
       Translate(buf, static_cast<size_t>(n), set, root_wd, out, new_dirs, root_gone);
     }
     if (!new_dirs.empty()) {
-      auto errors = co_await RunAs(services, req.user,
+      auto errors = co_await RunAs(ctx, req.user,
                                    [&]() -> Result<std::vector<protocol::WatchEvent>> {
                                      std::vector<protocol::WatchEvent> all;
                                      for (const auto& dir : new_dirs) {

@@ -12,7 +12,7 @@
 #include "common/client/tunnel.h"
 #include "common/protocol/ports.h"
 #include "guest-agent/ports_proc.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 #include "guest-agent/tunnel_hosts.h"
 #include "guest-agent/tunnel_raw.h"
 
@@ -29,9 +29,9 @@ using http::bhttp::verb;
 // timeout.
 constexpr std::chrono::seconds kTunnelConnectTimeout{10};
 
-// `services` by value: it is a bundle of references, and Agent's own copy is a temporary.
-http::Task<void> ListPorts(Services services, http::Exchange& ex) {
-  auto ports = co_await RunBlocking(services.blocking, [] { return ListListeningPorts(); });
+// `ctx` by value: it is a bundle of references, and Agent's own copy is a temporary.
+http::Task<void> ListPorts(ApiContext ctx, http::Exchange& ex) {
+  auto ports = co_await RunBlocking(ctx.blocking, [] { return ListListeningPorts(); });
   nlohmann::json list = nlohmann::json::array();
   for (const auto& port : ports) list.push_back(protocol::ToJson(port));
   nlohmann::json body = {{"ports", std::move(list)}};
@@ -60,7 +60,7 @@ http::Task<Result<tcp::socket>> ConnectLocal(const tcp::endpoint& endpoint) {
   co_return std::move(socket);
 }
 
-http::Task<void> OpenTunnel(Services services, http::Exchange& ex) {
+http::Task<void> OpenTunnel(ApiContext ctx, http::Exchange& ex) {
   if (!ex.query().Has("port")) {
     co_await ex.SendError({ErrorCode::kInvalidArgument, "query parameter 'port' is required"});
     co_return;
@@ -95,7 +95,7 @@ http::Task<void> OpenTunnel(Services services, http::Exchange& ex) {
     co_return;
   }
   if (raw) {
-    co_await ServeRawTunnel(ex, *socket, services.activity);
+    co_await ServeRawTunnel(ex, *socket, ctx.activity);
     co_return;
   }
   auto guest = net::ToGeneric(std::move(*socket));
@@ -105,17 +105,17 @@ http::Task<void> OpenTunnel(Services services, http::Exchange& ex) {
   }
   auto ws = co_await ex.AcceptWebSocket();
   if (!ws) co_return;  // the handshake failed; the connection is gone
-  auto guard = services.activity.OpenStream("tunnel");
+  auto guard = ctx.activity.OpenStream("tunnel");
   co_await tunnel::Bridge(**ws, *guest, tunnel::BridgeRole::kGuest);
 }
 
 }  // namespace
 
-void RegisterPortRoutes(http::Router& router, Services& services) {
+void AddPortRoutes(http::Router& router, ApiContext& ctx) {
   router.Add(verb::get, "/v1/ports",
-             [services](http::Exchange& ex) { return ListPorts(services, ex); });
+             [ctx](http::Exchange& ex) { return ListPorts(ctx, ex); });
   router.Add(verb::get, "/v1/tunnel",
-             [services](http::Exchange& ex) { return OpenTunnel(services, ex); });
+             [ctx](http::Exchange& ex) { return OpenTunnel(ctx, ex); });
 }
 
 }  // namespace berth::agent

@@ -8,7 +8,7 @@
 //   DELETE /v1/processes/{id}             SIGKILL to the group; answers the ProcessInfo
 #include "guest-agent/process_stream.h"
 #include "guest-agent/process_table.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 
 namespace berth::agent {
 namespace {
@@ -22,27 +22,27 @@ constexpr std::chrono::milliseconds kKillWait{5'000};
 // stdin bodies stream through in chunks of this size (each written before the next is read).
 constexpr size_t kStdinChunk = 64u << 10;
 
-http::Task<std::shared_ptr<Process>> FindOr404(http::Exchange& ex, const Services& services) {
+http::Task<std::shared_ptr<Process>> FindOr404(http::Exchange& ex, const ApiContext& ctx) {
   std::string id(ex.param("id"));
-  auto process = services.processes.Find(id);
+  auto process = ctx.processes.Find(id);
   if (!process) co_await ex.SendError({ErrorCode::kNotFound, "no process " + id});
   co_return process;
 }
 
-http::Task<void> List(http::Exchange& ex, const Services& services) {
+http::Task<void> List(http::Exchange& ex, const ApiContext& ctx) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& p : services.processes.List()) list.push_back(p->Info().ToJson());
+  for (const auto& p : ctx.processes.List()) list.push_back(p->Info().ToJson());
   nlohmann::json body = {{"processes", std::move(list)}};
   co_await ex.SendJson(status::ok, body);
 }
 
-http::Task<void> Get(http::Exchange& ex, const Services& services) {
-  auto process = co_await FindOr404(ex, services);
+http::Task<void> Get(http::Exchange& ex, const ApiContext& ctx) {
+  auto process = co_await FindOr404(ex, ctx);
   if (!process) co_return;
   co_await ex.SendJson(status::ok, process->Info().ToJson());
 }
 
-http::Task<void> Output(http::Exchange& ex, const Services& services) {
+http::Task<void> Output(http::Exchange& ex, const ApiContext& ctx) {
   auto follow = ex.query().GetBool("follow", false);
   auto offset = ex.query().GetInt("offset", 0, 0, std::numeric_limits<long long>::max());
   auto stderr_offset =
@@ -54,11 +54,11 @@ http::Task<void> Output(http::Exchange& ex, const Services& services) {
       co_return;
     }
   }
-  auto process = co_await FindOr404(ex, services);
+  auto process = co_await FindOr404(ex, ctx);
   if (!process) co_return;
   auto reader = process->Subscribe(/*pacing=*/false, static_cast<uint64_t>(*offset),
                                    static_cast<uint64_t>(*stderr_offset));
-  auto guard = services.processes.OpenStream("process_output");
+  auto guard = ctx.processes.OpenStream("process_output");
   const std::vector<std::pair<std::string, std::string>> headers = {{"Cache-Control", "no-store"}};
   if (!co_await ex.BeginChunked(status::ok, "application/x-ndjson", headers)) {
     co_return;
@@ -67,13 +67,13 @@ http::Task<void> Output(http::Exchange& ex, const Services& services) {
   co_await ex.EndChunked();
 }
 
-http::Task<void> Stdin(http::Exchange& ex, const Services& services) {
+http::Task<void> Stdin(http::Exchange& ex, const ApiContext& ctx) {
   auto close = ex.query().GetBool("close", false);
   if (!close) {
     co_await ex.SendError(close.error());
     co_return;
   }
-  auto process = co_await FindOr404(ex, services);
+  auto process = co_await FindOr404(ex, ctx);
   if (!process) co_return;
   if (!process->has_stdin()) {
     Error error(ErrorCode::kFailedPrecondition,
@@ -99,13 +99,13 @@ http::Task<void> Stdin(http::Exchange& ex, const Services& services) {
   co_await ex.SendJson(status::ok, body);
 }
 
-http::Task<void> SignalProcess(http::Exchange& ex, const Services& services) {
+http::Task<void> SignalProcess(http::Exchange& ex, const ApiContext& ctx) {
   auto body = co_await ex.ReadJson();
   if (!body) {
     co_await ex.SendError(body.error());
     co_return;
   }
-  auto process = co_await FindOr404(ex, services);
+  auto process = co_await FindOr404(ex, ctx);
   if (!process) co_return;
   std::string name;
   if (body->contains("signal") && (*body)["signal"].is_string()) {
@@ -128,8 +128,8 @@ http::Task<void> SignalProcess(http::Exchange& ex, const Services& services) {
   co_await ex.SendJson(status::ok, process->Info().ToJson());
 }
 
-http::Task<void> Delete(http::Exchange& ex, const Services& services) {
-  auto process = co_await FindOr404(ex, services);
+http::Task<void> Delete(http::Exchange& ex, const ApiContext& ctx) {
+  auto process = co_await FindOr404(ex, ctx);
   if (!process) co_return;
   if (process->running()) {
     process->Kill();
@@ -140,10 +140,10 @@ http::Task<void> Delete(http::Exchange& ex, const Services& services) {
 
 }  // namespace
 
-void RegisterProcessRoutes(http::Router& router, Services& services) {
-  // Services is a bundle of references: copied into each handler (the caller's is a local).
-  auto bind = [&services](http::Task<void> (*fn)(http::Exchange&, const Services&)) {
-    return [services, fn](http::Exchange& ex) { return fn(ex, services); };
+void AddProcessRoutes(http::Router& router, ApiContext& ctx) {
+  // ApiContext is a bundle of references: copied into each handler (the caller's is a local).
+  auto bind = [&ctx](http::Task<void> (*fn)(http::Exchange&, const ApiContext&)) {
+    return [ctx, fn](http::Exchange& ex) { return fn(ex, ctx); };
   };
   router.Add(verb::get, "/v1/processes", bind(List));
   router.Add(verb::get, "/v1/processes/{id}", bind(Get));

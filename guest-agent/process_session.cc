@@ -151,7 +151,7 @@ http::Task<void> WriteLoop(std::shared_ptr<Session> s) {
 // Reads the start message and starts the process.
 // `default_env`: the Berth-Env header of the upgrade request.
 http::Task<Result<std::shared_ptr<Process>>> StartFromMessage(http::WebSocket& ws,
-                                                              const Services& services,
+                                                              const ApiContext& ctx,
                                                               std::string default_env) {
   boost::beast::flat_buffer buffer;
   asio::steady_timer timer(co_await asio::this_coro::executor, kStartTimeout);
@@ -167,22 +167,22 @@ http::Task<Result<std::shared_ptr<Process>>> StartFromMessage(http::WebSocket& w
   auto start = protocol::SessionStart::FromJson(*msg);
   if (!start) co_return Fail(start.error());
   if (auto env = protocol::ApplyEnvHeader(default_env, start->env); !env) co_return Fail(env.error());
-  auto spec = PrepareSpawn(services.options.default_user, start->cmd, start->env, start->cwd,
+  auto spec = PrepareSpawn(ctx.options.default_user, start->cmd, start->env, start->cwd,
                            start->user, start->pty, /*stdin_pipe=*/true);
   if (!spec) co_return Fail(spec.error());
   Process::Options options;
   options.cmd = start->cmd ? protocol::CommandToJson(*start->cmd) : nlohmann::json(spec->argv);
   options.user = spec->user.name;
   options.tag = start->tag;
-  co_return services.processes.Start(*spec, std::move(options));
+  co_return ctx.processes.Start(*spec, std::move(options));
 }
 
 }  // namespace
 
-http::Task<void> ServeExecSession(http::Exchange& ex, const Services& services) {
+http::Task<void> ServeExecSession(http::Exchange& ex, const ApiContext& ctx) {
   std::shared_ptr<Process> attached;
   if (auto target = ex.query().Get("attach")) {
-    attached = services.processes.Find(*target);
+    attached = ctx.processes.Find(*target);
     if (!attached) {
       co_await ex.SendError({ErrorCode::kNotFound, "no process " + *target});
       co_return;
@@ -201,12 +201,12 @@ http::Task<void> ServeExecSession(http::Exchange& ex, const Services& services) 
   }
   auto ws = co_await ex.AcceptWebSocket();
   if (!ws) co_return;
-  auto guard = services.processes.OpenStream("session");
+  auto guard = ctx.processes.OpenStream("session");
   auto s = std::make_shared<Session>(std::move(*ws));
   if (attached) {
     s->process = attached;
   } else {
-    auto started = co_await StartFromMessage(*s->ws, services, std::move(default_env));
+    auto started = co_await StartFromMessage(*s->ws, ctx, std::move(default_env));
     if (!started) {
       co_await Refuse(*s->ws, started.error());
       co_return;

@@ -19,10 +19,10 @@
 #pragma once
 
 #include "common/http/server.h"
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 
 namespace berth::agent {
 
-http::Task<void> ServeExecSession(http::Exchange& ex, const Services& services);
+http::Task<void> ServeExecSession(http::Exchange& ex, const ApiContext& ctx);
 
 }  // namespace berth::agent

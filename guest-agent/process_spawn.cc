@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "common/child_fds.h"
+
 extern char** environ;
 
 namespace berth::agent {
@@ -229,9 +231,7 @@ Result<SpawnedProcess> Spawn(const SpawnSpec& spec) {
         _exit(126);
       }
     }
-    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
-      for (int fd = 3; fd < 65536; ++fd) ::close(fd);
-    }
+    CloseInheritedDescriptors();
     if (spec.switch_user) {
       if (syscall(SYS_setgroups, spec.user.groups.size(), spec.user.groups.data()) != 0) {
         ChildFail("setgroups", nullptr, errno, 126);

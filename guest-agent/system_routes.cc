@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "guest-agent/services.h"
+#include "guest-agent/api_context.h"
 
 namespace berth::agent {
 namespace {
@@ -60,7 +60,7 @@ nlohmann::json DiskUse(const std::string& path) {
 
 }  // namespace
 
-void RegisterSystemRoutes(http::Router& router, Services& services) {
+void AddSystemRoutes(http::Router& router, ApiContext& ctx) {
   router.Add(http::bhttp::verb::get, "/v1/health", [](http::Exchange& ex) -> http::Task<void> {
     auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - kStarted)
@@ -73,7 +73,7 @@ void RegisterSystemRoutes(http::Router& router, Services& services) {
     co_await ex.SendJson(http::bhttp::status::ok, body);
   });
   router.Add(http::bhttp::verb::get, "/v1/info",
-             [&options = services.options](http::Exchange& ex) -> http::Task<void> {
+             [&options = ctx.options](http::Exchange& ex) -> http::Task<void> {
                utsname u{};
                uname(&u);
                nlohmann::json disks = nlohmann::json::array();

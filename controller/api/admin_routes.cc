@@ -22,7 +22,7 @@ http::Task<void> Me(ApiContext&, http::Exchange& ex) {
   me.tenant_name = p.tenant_name;
   me.key_id = p.key_id;
   me.key_prefix = p.key_prefix;
-  me.scope = v1::ScopeFromName(ScopeName(p.scope)).value_or(v1::Scope::kRead);
+  me.scope = p.scope;
   auto body = v1::ToJson(me);
   co_await ex.SendJson(status::ok, body);
 }

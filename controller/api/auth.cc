@@ -18,22 +18,10 @@ constexpr int64_t kTouchEvery = 60;
 
 }  // namespace
 
-std::string_view ScopeName(Scope scope) {
-  switch (scope) {
-    case Scope::kRead: return "read";
-    case Scope::kWrite: return "write";
-    case Scope::kAdmin: return "admin";
-    case Scope::kOperator: return "operator";
-  }
-  return "read";
-}
-
 Result<Scope> ParseScope(std::string_view name) {
-  if (name == "read") return Scope::kRead;
-  if (name == "write") return Scope::kWrite;
-  if (name == "admin") return Scope::kAdmin;
-  if (name == "operator") return Scope::kOperator;
-  return Fail(ErrorCode::kInvalidArgument, "scope must be read, write, admin or operator");
+  auto scope = v1::ScopeFromName(name);
+  if (!scope) return Fail(ErrorCode::kInvalidArgument, "scope must be read, write, admin or operator");
+  return *scope;
 }
 
 Result<NewKey> Authenticator::CreateKey(const std::string& tenant_id, Scope scope,

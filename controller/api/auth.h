@@ -10,17 +10,19 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/v1/admin.h"
 #include "controller/store/store.h"
 
 namespace berth::api {
 
-// Ordered: each scope allows all that the ones before it do.
+// The wire's scopes (common/v1/admin.h), ordered: each allows all that the ones before it do.
 //   read      GETs on the tenant's workspaces
 //   write     everything on the tenant's workspaces
 //   admin     also the tenant's own API keys (never another tenant's)
 //   operator  also tenants, and every tenant's keys: the host's operator (berthd's first key)
-enum class Scope { kRead, kWrite, kAdmin, kOperator };
-std::string_view ScopeName(Scope scope);
+using Scope = v1::Scope;
+using v1::ScopeName;
+// v1::ScopeFromName with the error a request gets.
 Result<Scope> ParseScope(std::string_view name);
 
 struct Principal {

@@ -56,7 +56,7 @@ Result<v1::Me> LocalBackend::WhoAmI(Deadline) {
   me.tenant_name = principal_.tenant_name;
   me.key_id = principal_.key_id;
   me.key_prefix = principal_.key_prefix;
-  me.scope = v1::ScopeFromName(ScopeName(principal_.scope)).value_or(v1::Scope::kRead);
+  me.scope = principal_.scope;
   return me;
 }
 

@@ -8,7 +8,9 @@
 namespace berth::hypervisor {
 
 enum class Accel { kKvm, kTcg };
-enum class Transport { kVsock, kForward };
+// How berthd reaches the guest's agent: a virtio-vsock device, or a TCP port that passt
+// forwards (no device). The workspace layer's Transport decides; this is what the VM needs.
+enum class AgentChannel { kVsock, kForward };
 
 struct DomainSpec {
   std::string name;  // libvirt domain name, "berth-<workspace id>"
@@ -34,7 +36,7 @@ struct DomainSpec {
   std::string serial_log;  // the guest's console, for boot diagnostics
   std::string vnc_socket;  // QEMU's VNC server, on a unix socket only berthd connects to
 
-  Transport transport = Transport::kForward;
+  AgentChannel agent_channel = AgentChannel::kForward;
   uint32_t vsock_cid = 0;  // kVsock
 
   // Guest networking: a passt process berthd runs per VM (no route from the guest to the

@@ -101,7 +101,7 @@ std::string RenderDomainXml(const DomainSpec& spec) {
   add("    <rng model='virtio'>");
   add("      <backend model='random'>/dev/urandom</backend>");
   add("    </rng>");
-  if (spec.transport == Transport::kVsock) {
+  if (spec.agent_channel == AgentChannel::kVsock) {
     add("    <vsock model='virtio'>");
     add(fmt::format("      <cid auto='no' address='{}'/>", spec.vsock_cid));
     add("    </vsock>");

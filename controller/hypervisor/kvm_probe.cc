@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "common/child_fds.h"
+
 extern char** environ;
 
 namespace berth::hypervisor {
@@ -52,6 +54,7 @@ Run Boot(const std::string& qemu, const fs::path& dir, const std::string& accel,
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  AddCloseInheritedDescriptors(&actions);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "common/child_fds.h"
+
 namespace berth::network {
 
 std::vector<std::string> PasstArgv(const PasstOptions& options) {
@@ -77,6 +79,7 @@ Result<pid_t> StartPasst(const PasstOptions& options) {
       dup2(null, 1);
       dup2(null, 2);
     }
+    CloseInheritedDescriptors();  // none of berthd's sockets, its listening one above all
     if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(126);
     execv(argv[0], argv.data());
     _exit(127);

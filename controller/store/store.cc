@@ -450,12 +450,14 @@ Status Store::CloseUsage(const std::string& workspace_id, int64_t now) {
 Result<std::vector<Store::UsageRow>> Store::Usage(const std::string& tenant_id, int64_t from,
                                                   int64_t to, int64_t now) {
   std::lock_guard lock(mutex_);
-  // Each interval clipped to [from, to); open intervals count up to `now`.
+  // Each interval clipped to [from, to); open intervals count up to `now`. An interval that
+  // starts at `to` itself is listed with what it has had (nothing): with the default range
+  // (to = now) a workspace that started this second is running, and must not be missing.
   auto stmt = db_.Prepare(
       "SELECT workspace_id, size, "
       "  SUM(MAX(0, MIN(COALESCE(ended_at, ?4), ?3) - MAX(started_at, ?2))), "
       "  SUM(vcpus * MAX(0, MIN(COALESCE(ended_at, ?4), ?3) - MAX(started_at, ?2))) "
-      "FROM usage WHERE tenant_id = ?1 AND started_at < ?3 AND COALESCE(ended_at, ?4) > ?2 "
+      "FROM usage WHERE tenant_id = ?1 AND started_at <= ?3 AND COALESCE(ended_at, ?4) > ?2 "
       "GROUP BY workspace_id, size ORDER BY workspace_id");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, tenant_id).Bind(2, from).Bind(3, to).Bind(4, now);

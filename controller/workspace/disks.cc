@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/child_fds.h"
 #include "common/unique.h"
 
 extern char** environ;
@@ -25,6 +26,7 @@ Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds tim
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
+  AddCloseInheritedDescriptors(&actions);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

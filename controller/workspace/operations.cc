@@ -79,10 +79,7 @@ hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const Imag
     if (std::isxdigit(static_cast<unsigned char>(c))) hex.push_back(c);
   }
   spec.mac = fmt::format("52:54:00:{}:{}:{}", hex.substr(0, 2), hex.substr(2, 2), hex.substr(4, 2));
-  spec.transport = transport_->name() == "vsock" ? hypervisor::Transport::kVsock
-                                                 : hypervisor::Transport::kForward;
-  spec.vsock_cid = static_cast<uint32_t>(ws.vsock_cid.value_or(0));
-  spec.passt_socket = layout.passt_socket().string();
+  // The agent channel, the vsock CID and passt's socket are the transport's (BeforeStart).
   return spec;
 }
 

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/child_fds.h"
 #include "common/unique.h"
 #include "controller/network/passt.h"
 
@@ -147,7 +148,7 @@ class VmTransport : public Transport {
       auto started = network::StartPasst(passt);
       if (!started) return Fail(started.error());
     }
-    spec.transport = vsock_ ? hypervisor::Transport::kVsock : hypervisor::Transport::kForward;
+    spec.agent_channel = vsock_ ? hypervisor::AgentChannel::kVsock : hypervisor::AgentChannel::kForward;
     spec.vsock_cid = vsock_ ? static_cast<uint32_t>(ws.vsock_cid.value_or(0)) : 0;
     spec.passt_socket = layout.passt_socket().string();
     spec.agent_port = kAgentPort;
@@ -224,6 +225,7 @@ class HostAgentTransport : public Transport {
         dup2(out, 1);
         dup2(out, 2);
       }
+      CloseInheritedDescriptors();
       execv(argv[0], argv.data());
       _exit(127);
     }
@@ -272,11 +274,11 @@ Result<uint16_t> PickLoopbackPort() {
 }
 
 Result<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options) {
-  std::string kind = options.kind;
-  if (kind == "auto") kind = access("/dev/vhost-vsock", R_OK | W_OK) == 0 ? "vsock" : "forward";
-  if (kind == "vsock") return std::make_unique<VmTransport>(true, options);
-  if (kind == "forward") return std::make_unique<VmTransport>(false, options);
-  if (kind == "unix") {
+  std::string name = options.name;
+  if (name == "auto") name = access("/dev/vhost-vsock", R_OK | W_OK) == 0 ? "vsock" : "forward";
+  if (name == "vsock") return std::make_unique<VmTransport>(true, options);
+  if (name == "forward") return std::make_unique<VmTransport>(false, options);
+  if (name == "unix") {
     if (options.agent_binary.empty() || access(options.agent_binary.c_str(), X_OK) != 0) {
       return Fail(ErrorCode::kInvalidArgument,
                   fmt::format("the unix transport needs an executable --agent-bin (got '{}')",
@@ -285,7 +287,7 @@ Result<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options
     return std::make_unique<HostAgentTransport>(options);
   }
   return Fail(ErrorCode::kInvalidArgument,
-              fmt::format("unknown transport '{}' (auto, vsock, forward or unix)", options.kind));
+              fmt::format("unknown transport '{}' (auto, vsock, forward or unix)", options.name));
 }
 
 }  // namespace berth::workspace

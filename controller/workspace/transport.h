@@ -39,7 +39,7 @@ class Transport {
 };
 
 struct TransportOptions {
-  std::string kind = "auto";    // auto | vsock | forward | unix
+  std::string name = "auto";    // which transport: auto | vsock | forward | unix
   std::string passt_binary = "/usr/bin/passt";
   std::string qemu_user = "libvirt-qemu";  // passt runs as the user QEMU runs as
   std::string agent_binary;     // unix: the berth-agent to run

@@ -2,6 +2,7 @@
 // header, a session's first message), a hostile "agent" whose answers nest 100k levels deep
 // (the client library must answer with an error, not overflow its stack copying them), and
 // guest file names in invalid UTF-8 in a listing and a watch stream.
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -103,28 +104,35 @@ TEST_CASE("file names in invalid UTF-8 list and watch without breaking", "[hosti
   testing::TempDir world("berth-utf8");
   std::string dir = world.path().string();
   const std::string bad_name = "bad\xff\xfename";
-  std::mutex mutex;
-  std::vector<protocol::WatchEvent> events;
-  Status watched;
-  std::thread watcher([&] {
-    auto api = agent.Client();
-    watched = client::Watch(api, "/v1", dir, false, [&](const protocol::WatchEvent& e) {
-      std::lock_guard lock(mutex);
-      events.push_back(e);
+  // Shared with the watcher thread, which outlives this scope if the watch never starts.
+  struct Seen {
+    std::mutex mutex;
+    std::vector<protocol::WatchEvent> events;
+    Status watched;
+  };
+  auto seen = std::make_shared<Seen>();
+  std::thread watcher([seen, dir, api = agent.Client()]() mutable {
+    auto status = client::Watch(api, "/v1", dir, false, [&](const protocol::WatchEvent& e) {
+      std::lock_guard lock(seen->mutex);
+      seen->events.push_back(e);
       return e.path != dir + "/last";
     });
+    std::lock_guard lock(seen->mutex);
+    seen->watched = status;
   });
-  auto saw = [&](const std::string& path) {
-    std::lock_guard lock(mutex);
-    for (const auto& e : events) {
-      if (e.type == "created" && e.path == path) return true;
+  auto saw = [&](auto&& matches) {
+    std::lock_guard lock(seen->mutex);
+    for (const auto& e : seen->events) {
+      if (e.type == "created" && matches(e.path)) return true;
     }
     return false;
   };
+  // The watch is on once any probe shows up (a new one each try: those written before the
+  // watch began are never reported).
   int probe = 0;
   bool watching = testing::WaitFor([&] {
-    testing::WriteFile(world / fmt::format("probe-{}", probe), "p");
-    return saw(world / fmt::format("probe-{}", probe++));
+    testing::WriteFile(world / fmt::format("probe-{}", probe++), "p");
+    return saw([&](const std::string& p) { return p.starts_with(dir + "/probe-"); });
   });
   if (!watching) watcher.detach();
   REQUIRE(watching);
@@ -132,10 +140,10 @@ TEST_CASE("file names in invalid UTF-8 list and watch without breaking", "[hosti
   testing::WriteFile(world / bad_name, "x");
   // The name reaches the client with U+FFFD for each bad byte, and the stream goes on.
   const std::string shown = dir + "/bad\xef\xbf\xbd\xef\xbf\xbdname";
-  CHECK(testing::WaitFor([&] { return saw(shown); }));
+  CHECK(testing::WaitFor([&] { return saw([&](const std::string& p) { return p == shown; }); }));
   testing::WriteFile(world / "last", "z");
   watcher.join();
-  CHECK(watched);
+  CHECK(seen->watched);
 
   auto api = agent.Client();
   auto listing = client::List(api, "/v1", dir);

@@ -50,7 +50,7 @@ DomainSpec BaseSpec() {
 TEST_CASE("domain XML: KVM with vsock and passt", "[xml]") {
   DomainSpec spec = BaseSpec();
   spec.accel = Accel::kKvm;
-  spec.transport = Transport::kVsock;
+  spec.agent_channel = AgentChannel::kVsock;
   spec.vsock_cid = 1000;
   spec.passt_socket = "/var/lib/berth/run/ws_0123456789ab/passt.sock";
   std::string xml = RenderDomainXml(spec);
@@ -63,7 +63,7 @@ TEST_CASE("domain XML: KVM with vsock and passt", "[xml]") {
 TEST_CASE("domain XML: TCG with the forward transport over slirp", "[xml]") {
   DomainSpec spec = BaseSpec();
   spec.accel = Accel::kTcg;
-  spec.transport = Transport::kForward;
+  spec.agent_channel = AgentChannel::kForward;
   spec.forward_port = 40123;
   std::string xml = RenderDomainXml(spec);
   CHECK(xml.find("<domain type='qemu'") == 0);

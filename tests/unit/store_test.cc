@@ -115,6 +115,16 @@ TEST_CASE("usage counts running seconds clipped to the range", "[store]") {
   CHECK(all[0].vcpu_seconds == 2 * 110);
   auto clipped = s.Usage("t_a", 150, 210, 250).value();
   CHECK(clipped[0].seconds == 10 + 10);
+  // A workspace that started this very second (the default range ends at now) is listed.
+  auto fresh = MakeWorkspace("ws_2", "t_a", "fresh");
+  REQUIRE(s.InsertWorkspace(fresh));
+  REQUIRE(s.OpenUsage(fresh, 250));
+  auto now_range = s.Usage("t_a", 0, 250, 250).value();
+  REQUIRE(now_range.size() == 2);
+  CHECK(now_range[1].workspace_id == "ws_2");
+  CHECK(now_range[1].seconds == 0);
+  // Before its range: not listed.
+  CHECK(s.Usage("t_a", 0, 99, 250).value().empty());
 }
 
 TEST_CASE("events list in order after a cursor; state survives reopening", "[store]") {

@@ -3,16 +3,18 @@
 booted from the base image, through its HTTP API.
 
 One run, sharing VMs between checks where that is honest (a TCG boot costs a minute):
-  - two workspaces are created at once and berthd is SIGKILLed during the creates; a new
-    berthd reconciles both to running, with no orphan VM or disk
+  - two workspaces are created at once and berthd is SIGKILLed during the creates (checked to
+    be creating or starting then); a new berthd on the same port (the VMs' passt still run:
+    none holds berthd's socket) reconciles both to running, with no orphan VM or disk
   - exec; a file written in /workspace; a package installed with apt from the Debian mirror
   - from inside the guest berthd's port does not answer (the guest cannot reach the host's
     loopback) while the public mirror does
   - hibernate with a background process running; start resumes the same process
-  - stop, SIGKILL of berthd during the stop, a new berthd finishes it; start: the file and the
-    package are still there
+  - stop, SIGKILL of berthd during the stop (checked to be stopping then), a new berthd on the
+    same port finishes it; start: the file and the package are still there
   - an idle workspace stops itself; an exec wakes it
   - another tenant sees none of it
+  - the console log is virtlogd's (bounded), the agent token on no command line
   - delete removes the domains and the disks
 
 Needs root, libvirt and the base image (images/build base). Exit 0 PASS, 1 FAIL, 77 SKIP.
@@ -62,7 +64,14 @@ def main():
         url = berthd.start()
         key = open(os.path.join(data, "admin.key")).read().strip()
         api = Api(url, key)
-        log(f"berthd at {url} ({accel()} guests)")
+        log(f"berthd at {url} ({accel()} guests, transport {api.ok('GET', '/v1/health').get('transport')})")
+        # Every restart below is on this same port, while VMs (and their passt) run: a child that
+        # inherited berthd's listening socket would make the bind fail.
+        first_url = url
+        with open(config, "w") as f:
+            json.dump({"listen": url.split("//", 1)[1], "data_dir": data,
+                       "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
+                       "idle_poll_ms": 1000, "stop_grace_s": 30}, f)
 
         # --- two creates at once; berthd killed in the middle -------------------------------
         a = api.ok("POST", "/v1/workspaces", {"name": "e2e-a", "size": "small", "disk_gib": 4},
@@ -71,9 +80,13 @@ def main():
                    )["id"]
         ids += [a, b]
         time.sleep(3)  # into disk creation and the first boot
-        log("SIGKILL berthd during the creates")
+        states = [api.ok("GET", f"/v1/workspaces/{ws}")["state"] for ws in (a, b)]
+        check(all(st in ("creating", "starting") for st in states),
+              f"not mid-create at the kill: {states}")
+        log(f"SIGKILL berthd during the creates ({', '.join(states)})")
         berthd.kill9()
         url = berthd.start()
+        check(url == first_url, f"the restarted berthd is at {url}, not {first_url}")
         api = Api(url, key)
         for ws in (a, b):
             answer, secs = api.wait(ws, "running")
@@ -131,9 +144,12 @@ def main():
         # --- stop; berthd killed during it; start: file and package still there -----------
         api.ok("POST", f"/v1/workspaces/{a}/stop")
         time.sleep(1)
-        log("SIGKILL berthd during the stop")
+        state = api.ok("GET", f"/v1/workspaces/{a}")["state"]
+        check(state == "stopping", f"not stopping at the kill: {state}")
+        log("SIGKILL berthd during the stop (stopping), the VM and its passt running")
         berthd.kill9()
         url = berthd.start()
+        check(url == first_url, f"the restarted berthd is at {url}, not {first_url}")
         api = Api(url, key)
         api.wait(a, "stopped", 300)
         check(virsh("domstate", f"berth-{a}").stdout.strip() == "shut off", "the VM still runs")
@@ -168,6 +184,12 @@ def main():
         check(token not in json.dumps(api.ok("GET", f"/v1/workspaces/{a}")), "the token is in the API")
         qemu_args = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         check(token not in qemu_args, "the token is on a command line")
+        # The console (a guest writes to it at will) goes through virtlogd, which rolls it over at
+        # its max_size (2 MiB by default, 3 old files): QEMU holds no file of its own to fill.
+        qemu_line = next((l for l in qemu_args.splitlines()
+                          if "qemu-system" in l and f"guest=berth-{a}," in l), "")
+        check("id=charserial0,path=/dev/fdset/" in qemu_line,
+              f"the console is not a virtlogd file: {qemu_line[:300]}")
         berthd.stop()
         check(berthd.proc.returncode == 0, f"berthd exited {berthd.proc.returncode} on SIGTERM")
         check(virsh("domstate", f"berth-{a}").stdout.strip() == "running", "SIGTERM stopped the VM")

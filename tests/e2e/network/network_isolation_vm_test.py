@@ -242,6 +242,7 @@ def main():
     subprocess.run([f"{REPO}/images/build", "base", "--data", IMAGES_DATA, "--agent", AGENT], check=True)
     lab = Lab()
     data = tempfile.mkdtemp(prefix="berthd-net-e2e-", dir="/var/lib")
+    ids = []
     os.chmod(data, 0o711)
     config_path = os.path.join(data, "config.json")
 
@@ -261,7 +262,9 @@ def main():
         berthd_port = int(url.rsplit(":", 1)[1])
         log("two workspaces: A (allowlist allowed.test), B (open)")
         a = api.ok("POST", "/v1/workspaces", {"name": "neta", "network": {"egress": "allowlist", "allow": ["allowed.test"]}})
+        ids.append(a["id"])
         b = api.ok("POST", "/v1/workspaces", {"name": "netb"})
+        ids.append(b["id"])
         api.wait("neta", "running")
         b, _ = api.wait("netb", "running")
         b_port = int(sh("sqlite3", os.path.join(data, "berth.db"),
@@ -304,8 +307,11 @@ def main():
         r = api.exec("neta", "for i in $(seq 50); do grep -q Error /tmp/conn.log && break; sleep 0.2; done; cat /tmp/conn.log")
         check("Error" in r["stdout"], f"the connection survived the change to none: {r}")
         api.ok("PATCH", "/v1/workspaces/neta/network", {"egress": "open"})
-        r = api.exec("neta", "curl -s -m 30 -o /dev/null -w 'mirror %{http_code}\\n' "
-                             "http://deb.debian.org/debian/dists/bookworm/Release")
+        # By address: the names the test's own upstream DNS knows are allowed.test and
+        # denied.test only, so the mirror's address comes from the host's resolver.
+        mirror = socket.getaddrinfo("deb.debian.org", 80, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        r = api.exec("neta", f"curl -s -m 30 --resolve deb.debian.org:80:{mirror} -o /dev/null "
+                             "-w 'mirror %{http_code}\\n' http://deb.debian.org/debian/dists/bookworm/Release")
         check("mirror 200" in r["stdout"], f"open did not restore the internet: {r}")
 
         log("restart with 10.254.9.0/24 opened; delete B")
@@ -333,10 +339,15 @@ def main():
         print(f"FAIL {T}: {e}")
         return 1
     finally:
+        # berthd leaves VMs running when it stops: a failed run must not leave two TCG guests
+        # eating the CPU of every test after it.
         berthd.stop()
+        for i in ids:
+            subprocess.run(["virsh", "-q", "destroy", f"berth-{i}"], capture_output=True)
+            subprocess.run(["virsh", "-q", "undefine", f"berth-{i}", "--managed-save", "--nvram"],
+                           capture_output=True)
         lab.down()
-        subprocess.run(["virsh", "-q", "destroy", "berth-neta"], capture_output=True)
-        subprocess.run(["virsh", "-q", "destroy", "berth-netb"], capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ namespace berth::agent {
 
 class ProcessTable;
 
-struct Services {
+struct ApiContext {
   const AgentOptions& options;
   boost::asio::io_context& io;
   boost::asio::thread_pool& blocking;
@@ -21,14 +21,14 @@ struct Services {
   ProcessTable& processes;
 };
 
-// Each API area registers its routes; one file each.
-void RegisterSystemRoutes(http::Router& router, Services& services);    // health, info
-void RegisterExecRoutes(http::Router& router, Services& services);      // exec, exec/ws
-void RegisterProcessRoutes(http::Router& router, Services& services);   // processes
-void RegisterFileRoutes(http::Router& router, Services& services);      // files, tar, watch
-void RegisterPortRoutes(http::Router& router, Services& services);      // ports, tunnel
-void RegisterActivityRoutes(http::Router& router, Services& services);  // activity, leases
+// Each API area adds its routes (one file each), as berthd's api/ does.
+void AddSystemRoutes(http::Router& router, ApiContext& ctx);    // health, info
+void AddExecRoutes(http::Router& router, ApiContext& ctx);      // exec, exec/ws
+void AddProcessRoutes(http::Router& router, ApiContext& ctx);   // processes
+void AddFileRoutes(http::Router& router, ApiContext& ctx);      // files, tar, watch
+void AddPortRoutes(http::Router& router, ApiContext& ctx);      // ports, tunnel
+void AddActivityRoutes(http::Router& router, ApiContext& ctx);  // activity, leases
 // Routes on the local token-less socket (keep-awake leases from inside the guest).
-void RegisterLocalRoutes(http::Router& router, Services& services);
+void AddLocalRoutes(http::Router& router, ApiContext& ctx);
 
 }  // namespace berth::agent
