@@ -39,16 +39,13 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
                             accel, check, log)
+from netns_peer import PeerNamespace, sh  # noqa: E402
 
 T = "e2e_network_isolation"
-PEER = f"bte2e-{os.getpid()}"
-HOST_IF, PEER_IF = "bte2e0", "bte2e1"
 HOST_ADDR, PEER_ADDR = "10.254.9.1", "10.254.9.2"
 PEER_ON_LO = ["169.254.169.254", "198.18.0.10", "198.18.0.20", "198.18.0.53"]
 FAKE_INTERNET = "198.18.0.0/24"
 METADATA = "169.254.169.254/32"
-# Workspace uids (berthd's default range) reach the metadata address through the namespace.
-UID_RULE = ["uidrange", "2000000-2065535", "lookup", "4269", "priority", "4269"]
 PROBE_PORT = 18099  # host listeners that record every accept
 
 # Runs in the peer namespace: echo/HTTP servers on :80 and :8080 of every address, and a DNS
@@ -148,55 +145,18 @@ print("done", flush=True)
 '''
 
 
-def sh(*args, check_rc=True):
-    r = subprocess.run(list(args), capture_output=True, text=True)
-    if check_rc and r.returncode != 0:
-        raise Failure(f"{' '.join(args)}: {r.stderr.strip()}")
-    return r
-
-
 class Lab:
-    """The peer namespace, its servers, the routes to it, and the host's recording listeners."""
+    """The peer namespace, its servers and the routes to it, and the host's recording listeners."""
 
     def __init__(self):
         self.accepts = []
         self.listeners = []
-        self.peer_proc = None
-
-    @staticmethod
-    def clean_stale():
-        """What a killed run left: the namespaces, the veth, the routes and the uid rule."""
-        for line in sh("ip", "netns", "list", check_rc=False).stdout.splitlines():
-            name = line.split()[0] if line.split() else ""
-            if name.startswith("bte2e-"):
-                sh("ip", "netns", "del", name, check_rc=False)
-        sh("ip", "route", "del", FAKE_INTERNET, "via", PEER_ADDR, check_rc=False)
-        while sh("ip", "rule", "del", *UID_RULE, check_rc=False).returncode == 0:
-            pass
-        sh("ip", "route", "flush", "table", "4269", check_rc=False)
-        sh("ip", "link", "del", HOST_IF, check_rc=False)
+        self.peer = PeerNamespace("bte2e", os.getpid(), HOST_ADDR, PEER_ADDR, PEER_ON_LO,
+                                  routes=[FAKE_INTERNET], uid_routes=[METADATA],
+                                  server=PEER_SERVERS)
 
     def up(self):
-        Lab.clean_stale()
-        # Nothing of the host may be in the range the namespace takes over.
-        used = sh("ip", "-4", "route", "show", "match", "198.18.0.10").stdout.split("\n")
-        check(all(r.startswith("default") or not r.strip() for r in used),
-              f"{FAKE_INTERNET} is routed on this host already: {used}")
-        sh("ip", "netns", "add", PEER)
-        sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", PEER_IF, "netns", PEER)
-        sh("ip", "addr", "add", f"{HOST_ADDR}/24", "dev", HOST_IF)
-        sh("ip", "link", "set", HOST_IF, "up")
-        for cmd in (["link", "set", "lo", "up"], ["addr", "add", f"{PEER_ADDR}/24", "dev", PEER_IF],
-                    ["link", "set", PEER_IF, "up"], ["route", "add", "default", "via", HOST_ADDR]):
-            sh("ip", "-n", PEER, *cmd)
-        for a in PEER_ON_LO:
-            sh("ip", "-n", PEER, "addr", "add", f"{a}/32", "dev", "lo")
-        sh("ip", "route", "replace", FAKE_INTERNET, "via", PEER_ADDR)
-        sh("ip", "route", "replace", METADATA, "via", PEER_ADDR, "table", "4269")
-        sh("ip", "rule", "add", *UID_RULE)
-        self.peer_proc = subprocess.Popen(["ip", "netns", "exec", PEER, sys.executable, "-c", PEER_SERVERS],
-                                          stdout=subprocess.PIPE, text=True)
-        check(self.peer_proc.stdout.readline().strip() == "ready", "the peer's servers did not start")
+        self.peer.up()
         for family, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
             s = socket.socket(family, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -219,9 +179,7 @@ class Lab:
     def down(self):
         for s in self.listeners:
             s.close()
-        if self.peer_proc:
-            self.peer_proc.kill()
-        Lab.clean_stale()
+        self.peer.down()
 
 
 def host_address():
