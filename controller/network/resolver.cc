@@ -99,12 +99,26 @@ bool ParseServer(const std::string& text, sockaddr_storage& out, socklen_t& len)
 struct ResolverHost::Workspace {
   uid_t uid = 0;
   std::string address;
-  UniqueFd fd;
+  UniqueFd fd;      // UDP
+  UniqueFd tcp_fd;  // TCP listener
   std::atomic<bool> stopped{false};
   std::mutex mutex;  // policy and stats
   Policy policy;
   ResolverStats stats;
-  size_t pending = 0;  // loop thread only
+  size_t pending = 0;      // loop thread only
+  size_t tcp_clients = 0;  // loop thread only
+};
+
+// One TCP connection of a guest: questions one at a time (RFC 7766 allows answering them in
+// order; a stub resolver sends one), each a two-byte length and the message.
+struct ResolverHost::TcpClient {
+  std::shared_ptr<Workspace> ws;
+  UniqueFd fd;
+  std::vector<uint8_t> in;   // the question being read, its length prefix included
+  std::vector<uint8_t> out;  // the answer not yet written
+  std::chrono::steady_clock::time_point deadline;  // for the question being read and its answer
+  bool busy = false;    // its question is upstream: nothing is read meanwhile
+  bool closed = false;
 };
 
 struct ResolverHost::Pending {
@@ -113,6 +127,7 @@ struct ResolverHost::Pending {
   socklen_t client_len = 0;
   std::vector<uint8_t> query;
   Pkt parsed;
+  std::shared_ptr<TcpClient> tcp;  // the answer goes there, not to `client`
   bool allowlist = false;  // add the answer's addresses to the set
   size_t upstream = 0;     // index of the server being tried
   UniqueFd fd;
@@ -149,19 +164,28 @@ Status ResolverHost::Start(uid_t uid, const std::string& address, const Policy& 
   Stop(uid);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(53);
+  addr.sin_port = htons(options_.port);
   if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("resolver address '{}' is not IPv4", address));
   }
   UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return Fail(ErrnoError(errno, "resolver socket"));
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return Fail(ErrnoError(errno, fmt::format("bind the resolver of uid {} to {}:53", uid, address)));
+    return Fail(ErrnoError(errno, fmt::format("bind the resolver of uid {} to {}:{}", uid, address, options_.port)));
+  }
+  UniqueFd tcp(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!tcp) return Fail(ErrnoError(errno, "resolver TCP socket"));
+  int one = 1;
+  (void)setsockopt(tcp.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // a restart finds TIME_WAITs
+  if (bind(tcp.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(tcp.get(), 16) != 0) {
+    return Fail(ErrnoError(errno, fmt::format("listen for the resolver of uid {} on TCP {}:{}", uid, address,
+                                              options_.port)));
   }
   auto ws = std::make_shared<Workspace>();
   ws->uid = uid;
   ws->address = address;
   ws->fd = std::move(fd);
+  ws->tcp_fd = std::move(tcp);
   ws->policy = policy;
   {
     std::lock_guard lock(mutex_);
@@ -219,16 +243,27 @@ void ResolverHost::Loop() {
       std::lock_guard lock(mutex_);
       for (const auto& [uid, ws] : workspaces_) live.push_back(ws);
     }
+    // Polled, in this order: the wake fd, each workspace's UDP socket and TCP listener, the
+    // questions upstream, the guests' TCP connections.
     std::vector<pollfd> fds;
     fds.push_back({wake_fd_, POLLIN, 0});
     for (const auto& ws : live) fds.push_back({ws->fd.get(), POLLIN, 0});
+    for (const auto& ws : live) fds.push_back({ws->tcp_fd.get(), POLLIN, 0});
     size_t pending_count = pending_.size();
     for (const auto& p : pending_) fds.push_back({p->fd.get(), POLLIN, 0});
+    size_t tcp_count = tcp_clients_.size();
+    for (const auto& c : tcp_clients_) {
+      short events = c->out.empty() ? (c->busy ? 0 : POLLIN) : POLLOUT;
+      fds.push_back({c->fd.get(), events, 0});
+    }
     auto now = std::chrono::steady_clock::now();
     auto wait = std::chrono::milliseconds(1000);
-    for (const auto& p : pending_) {
-      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(p->deadline - now) +
-                                std::chrono::milliseconds(1));
+    auto until = [&](std::chrono::steady_clock::time_point t) {
+      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(t - now) + std::chrono::milliseconds(1));
+    };
+    for (const auto& p : pending_) until(p->deadline);
+    for (const auto& c : tcp_clients_) {
+      if (!c->busy) until(c->deadline);
     }
     int rc = poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, wait.count())));
     if (rc < 0 && errno != EINTR) {
@@ -242,12 +277,29 @@ void ResolverHost::Loop() {
     }
     for (size_t i = 0; i < live.size(); ++i) {
       if ((fds[1 + i].revents & POLLIN) && !live[i]->stopped) OnQuery(live[i]);
+      if ((fds[1 + live.size() + i].revents & POLLIN) && !live[i]->stopped) OnAccept(live[i]);
     }
+    size_t base = 1 + 2 * live.size();
     for (size_t i = 0; i < pending_count; ++i) {
       auto& p = *pending_[i];
-      if (!p.done && (fds[1 + live.size() + i].revents & POLLIN)) OnUpstreamReply(p);
+      if (!p.done && (fds[base + i].revents & POLLIN)) OnUpstreamReply(p);
+    }
+    base += pending_count;
+    for (size_t i = 0; i < tcp_count; ++i) {
+      auto c = tcp_clients_[i];  // a copy: Answer may add clients
+      short revents = fds[base + i].revents;
+      if (c->closed) continue;
+      if (revents & POLLOUT) OnTcpWritable(*c);
+      if (!c->closed && (revents & (POLLIN | POLLHUP | POLLERR))) OnTcpReadable(c);
     }
     now = std::chrono::steady_clock::now();
+    for (auto& c : tcp_clients_) {
+      if (c->ws->stopped || (!c->busy && now >= c->deadline)) c->closed = true;
+    }
+    std::erase_if(tcp_clients_, [](const std::shared_ptr<TcpClient>& c) {
+      if (c->closed) --c->ws->tcp_clients;
+      return c->closed;
+    });
     std::vector<std::unique_ptr<Pending>> retry;
     for (auto& p : pending_) {
       if (p->done) continue;
@@ -262,6 +314,7 @@ void ResolverHost::Loop() {
         again->client_len = p->client_len;
         again->query = std::move(p->query);
         again->parsed = std::move(p->parsed);
+        again->tcp = std::move(p->tcp);
         again->allowlist = p->allowlist;
         again->upstream = p->upstream;
         ++again->ws->pending;  // the done one gives its count back below
@@ -275,6 +328,7 @@ void ResolverHost::Loop() {
     for (auto& r : retry) SendToUpstream(std::move(r));
   }
   pending_.clear();
+  tcp_clients_.clear();
 }
 
 void ResolverHost::OnQuery(const std::shared_ptr<Workspace>& ws) {
@@ -284,48 +338,135 @@ void ResolverHost::OnQuery(const std::shared_ptr<Workspace>& ws) {
     socklen_t from_len = sizeof from;
     ssize_t n = recvfrom(ws->fd.get(), buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n < 0) return;
-    auto query = Parse(buf, static_cast<size_t>(n));
-    // Not a question we understand: no answer at all (an answer would help a scanner).
-    if (!query || ldns_pkt_qr(query.get()) || ldns_pkt_qdcount(query.get()) != 1) continue;
-    auto send = [&](const std::vector<uint8_t>& answer) {
-      if (!answer.empty()) {
-        (void)sendto(ws->fd.get(), answer.data(), answer.size(), MSG_DONTWAIT,
-                     reinterpret_cast<sockaddr*>(&from), from_len);
-      }
-    };
-    if (ldns_pkt_get_opcode(query.get()) != LDNS_PACKET_QUERY) {
-      send(Reply(query.get(), LDNS_RCODE_NOTIMPL));
-      continue;
+    Answer(ws, buf, static_cast<size_t>(n), &from, from_len, nullptr);
+  }
+}
+
+void ResolverHost::OnAccept(const std::shared_ptr<Workspace>& ws) {
+  for (int i = 0; i < kReadsPerPass; ++i) {
+    UniqueFd fd(accept4(ws->tcp_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) return;
+    if (ws->tcp_clients >= kMaxTcpPerWorkspace) continue;  // closed: the guest has enough open
+    auto c = std::make_shared<TcpClient>();
+    c->ws = ws;
+    c->fd = std::move(fd);
+    c->deadline = std::chrono::steady_clock::now() + options_.tcp_question_timeout;
+    ++ws->tcp_clients;
+    tcp_clients_.push_back(std::move(c));
+  }
+}
+
+void ResolverHost::OnTcpReadable(const std::shared_ptr<TcpClient>& c) {
+  while (!c->busy && !c->closed) {
+    size_t want = c->in.size() < 2 ? 2 : 2 + ((size_t{c->in[0]} << 8) | c->in[1]);
+    if (c->in.size() == 2 && (want == 2 || want - 2 > kMaxDatagram)) {
+      c->closed = true;  // empty, or more than any question needs
+      return;
     }
-    std::string name = OwnerName(ldns_rr_list_rr(ldns_pkt_question(query.get()), 0));
-    Policy policy;
+    size_t have = c->in.size();
+    c->in.resize(want);
+    ssize_t n = recv(c->fd.get(), c->in.data() + have, want - have, MSG_DONTWAIT);
+    if (n <= 0) {
+      c->in.resize(have);
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c->closed = true;
+      return;
+    }
+    c->in.resize(have + static_cast<size_t>(n));
+    if (c->in.size() > 2 && c->in.size() == want) {
+      std::vector<uint8_t> question(c->in.begin() + 2, c->in.end());
+      c->in.clear();
+      c->busy = true;
+      Answer(c->ws, question.data(), question.size(), nullptr, 0, c);
+    }
+  }
+}
+
+void ResolverHost::OnTcpWritable(TcpClient& c) {
+  while (!c.out.empty()) {
+    ssize_t n = send(c.fd.get(), c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) c.closed = true;
+      return;
+    }
+    c.out.erase(c.out.begin(), c.out.begin() + n);
+  }
+  // Answered: the next question has a deadline of its own.
+  c.deadline = std::chrono::steady_clock::now() + options_.tcp_question_timeout;
+}
+
+void ResolverHost::SendTcp(TcpClient& c, const std::vector<uint8_t>& answer) {
+  c.busy = false;
+  if (answer.empty()) {
+    c.closed = true;
+    return;
+  }
+  c.out = {static_cast<uint8_t>(answer.size() >> 8), static_cast<uint8_t>(answer.size() & 0xff)};
+  c.out.insert(c.out.end(), answer.begin(), answer.end());
+  OnTcpWritable(c);
+}
+
+void ResolverHost::Answer(const std::shared_ptr<Workspace>& ws, const uint8_t* data, size_t size,
+                          const sockaddr_storage* from, socklen_t from_len, const std::shared_ptr<TcpClient>& tcp) {
+  auto query = Parse(data, size);
+  // Not a question we understand: no answer at all (an answer would help a scanner).
+  if (!query || ldns_pkt_qr(query.get()) || ldns_pkt_qdcount(query.get()) != 1) {
+    if (tcp) tcp->closed = true;
+    return;
+  }
+  auto send = [&](const std::vector<uint8_t>& answer) {
+    if (tcp) {
+      SendTcp(*tcp, answer);
+    } else if (!answer.empty()) {
+      (void)sendto(ws->fd.get(), answer.data(), answer.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(from),
+                   from_len);
+    }
+  };
+  if (ldns_pkt_get_opcode(query.get()) != LDNS_PACKET_QUERY) {
+    send(Reply(query.get(), LDNS_RCODE_NOTIMPL));
+    return;
+  }
+  std::string name = OwnerName(ldns_rr_list_rr(ldns_pkt_question(query.get()), 0));
+  Policy policy;
+  {
+    std::lock_guard lock(ws->mutex);
+    policy = ws->policy;
+  }
+  if (!NameAllowed(policy, name)) {
     {
       std::lock_guard lock(ws->mutex);
-      policy = ws->policy;
+      ++ws->stats.refused;
+      auto& recent = ws->stats.recent_refused;
+      std::erase_if(recent, [&](const RefusedName& r) { return r.name == name; });
+      recent.insert(recent.begin(), RefusedName{name.substr(0, kMaxNameBytes + 1), options_.clock()});
+      if (recent.size() > kRecentNames) recent.resize(kRecentNames);
     }
-    if (!NameAllowed(policy, name)) {
-      {
-        std::lock_guard lock(ws->mutex);
-        ++ws->stats.refused;
-        auto& recent = ws->stats.recent_refused;
-        std::erase_if(recent, [&](const RefusedName& r) { return r.name == name; });
-        recent.insert(recent.begin(), RefusedName{name.substr(0, kMaxNameBytes + 1), options_.clock()});
-        if (recent.size() > kRecentNames) recent.resize(kRecentNames);
-      }
-      send(Reply(query.get(), LDNS_RCODE_REFUSED));
-      continue;
-    }
-    if (ws->pending >= kMaxPendingPerWorkspace) continue;
-    auto p = std::make_unique<Pending>();
-    p->ws = ws;
-    p->client = from;
-    p->client_len = from_len;
-    p->query.assign(buf, buf + n);
-    p->parsed = std::move(query);
-    p->allowlist = policy.egress == Egress::kAllowlist;
-    ++ws->pending;
-    SendToUpstream(std::move(p));
+    send(Reply(query.get(), LDNS_RCODE_REFUSED));
+    return;
   }
+  if (ws->pending >= kMaxPendingPerWorkspace) {
+    if (tcp) tcp->closed = true;  // over UDP the guest retries; over TCP it reconnects
+    return;
+  }
+  auto p = std::make_unique<Pending>();
+  p->ws = ws;
+  if (from) {
+    p->client = *from;
+    p->client_len = from_len;
+  }
+  p->query.assign(data, data + size);
+  if (tcp && ldns_pkt_edns_udp_size(query.get()) < kMaxDatagram) {
+    // The guest came over TCP because a UDP answer did not fit: ask upstream with room for it.
+    ldns_pkt_set_edns_udp_size(query.get(), static_cast<uint16_t>(kMaxDatagram));
+    uint8_t* wire = nullptr;
+    size_t wire_size = 0;
+    if (ldns_pkt2wire(&wire, query.get(), &wire_size) == LDNS_STATUS_OK) p->query.assign(wire, wire + wire_size);
+    free(wire);
+  }
+  p->parsed = std::move(query);
+  p->tcp = tcp;
+  p->allowlist = policy.egress == Egress::kAllowlist;
+  ++ws->pending;
+  SendToUpstream(std::move(p));
 }
 
 void ResolverHost::SendToUpstream(std::unique_ptr<Pending> p) {
@@ -403,6 +544,10 @@ void ResolverHost::OnUpstreamReply(Pending& p) {
 
 void ResolverHost::Finish(Pending& p, const std::vector<uint8_t>& answer) {
   p.done = true;
+  if (p.tcp) {
+    if (!p.tcp->closed && !p.ws->stopped) SendTcp(*p.tcp, answer);
+    return;
+  }
   if (answer.empty() || p.ws->stopped) return;
   (void)sendto(p.ws->fd.get(), answer.data(), answer.size(), MSG_DONTWAIT,
                reinterpret_cast<sockaddr*>(&p.client), p.client_len);

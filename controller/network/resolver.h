@@ -1,5 +1,8 @@
-// The filtering resolvers: one UDP socket per workspace on its own loopback address
-// (ResolverAddress), all served by one thread. A question for a name the workspace's policy
+// The filtering resolvers: one UDP socket and one TCP listener per workspace on its own
+// loopback address (ResolverAddress), all served by one thread. TCP is what a stub resolver
+// falls back to when an answer comes back truncated (glibc asks without EDNS, so anything over
+// 512 bytes does); its questions go upstream over UDP with an EDNS size of kMaxDatagram, and
+// an answer that is truncated even then goes back as it came (TC set). A question for a name the workspace's policy
 // allows goes to the upstream servers; the addresses in the answer are added to the
 // workspace's nftables set for the record's TTL (plus a grace, see kTtlGrace) *before* the
 // answer is relayed, so the guest's connection that follows is already allowed. Any other
@@ -37,6 +40,8 @@ inline constexpr int kTtlGrace = 60;
 inline constexpr int kMinTtl = 30;
 inline constexpr int kMaxTtl = 24 * 3600;
 inline constexpr size_t kRecentNames = 16;
+// TCP connections a workspace may hold open to its resolver at once; more are closed at accept.
+inline constexpr size_t kMaxTcpPerWorkspace = 8;
 
 struct RefusedName {
   std::string name;
@@ -60,6 +65,10 @@ struct ResolverHostOptions {
                        int ttl_s)>
       add_addresses;
   std::function<int64_t()> clock;  // unix seconds
+  uint16_t port = 53;  // tests use another
+  // A TCP connection is closed when it has been this long without a whole question arriving
+  // (one total deadline per question, so a byte at a time does not keep it open).
+  std::chrono::milliseconds tcp_question_timeout{10000};
 };
 
 class ResolverHost {
@@ -83,9 +92,20 @@ class ResolverHost {
  private:
   struct Workspace;
   struct Pending;
+  struct TcpClient;
   void Loop();
   void Wake();
   void OnQuery(const std::shared_ptr<Workspace>& ws);
+  void OnAccept(const std::shared_ptr<Workspace>& ws);
+  void OnTcpReadable(const std::shared_ptr<TcpClient>& client);
+  void OnTcpWritable(TcpClient& client);
+  // Queues `answer` (empty: none, the connection closes) with its length prefix and writes
+  // what the socket takes now.
+  void SendTcp(TcpClient& client, const std::vector<uint8_t>& answer);
+  // One question from the guest, over UDP (client address) or TCP (client connection): the
+  // policy, the refusal count, or upstream. Loop thread only.
+  void Answer(const std::shared_ptr<Workspace>& ws, const uint8_t* data, size_t size, const sockaddr_storage* from,
+              socklen_t from_len, const std::shared_ptr<TcpClient>& tcp);
   void SendToUpstream(std::unique_ptr<Pending> pending);
   void OnUpstreamReply(Pending& pending);
   void Finish(Pending& pending, const std::vector<uint8_t>& answer);
@@ -94,6 +114,7 @@ class ResolverHost {
   mutable std::mutex mutex_;
   std::map<uid_t, std::shared_ptr<Workspace>> workspaces_;
   std::vector<std::unique_ptr<Pending>> pending_;  // loop thread only
+  std::vector<std::shared_ptr<TcpClient>> tcp_clients_;  // loop thread only
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
