@@ -61,13 +61,15 @@ json ToJson(const Health& h) {
   j["version"] = h.version;
   if (h.accel) j["accel"] = *h.accel;
   if (h.transport) j["transport"] = *h.transport;
+  if (h.network) j["network"] = *h.network;
   return j;
 }
 
 Result<Health> HealthFromJson(const json& j) {
   Health h;
   Reader r(j, "health");
-  r.String("status", h.status).String("version", h.version).OptString("accel", h.accel).OptString("transport", h.transport);
+  r.String("status", h.status).String("version", h.version).OptString("accel", h.accel).OptString("transport", h.transport)
+      .OptString("network", h.network);
   if (auto done = r.Done(); !done) return Fail(done.error());
   return h;
 }

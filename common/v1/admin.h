@@ -32,6 +32,9 @@ struct Health {
   std::string version;
   std::optional<std::string> accel;      // "kvm" | "tcg": what runs the guests
   std::optional<std::string> transport;  // "vsock" | "forward" | "unix"
+  // Guest network isolation: "isolated", "off" (the operator turned it off, or no guests),
+  // "failed" (the nftables table could not be installed: no guest boots; the log says why).
+  std::optional<std::string> network;
 };
 nlohmann::json ToJson(const Health& health);
 Result<Health> HealthFromJson(const nlohmann::json& json);

@@ -47,6 +47,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
     health.version = BERTH_VERSION;
     health.accel = ctx_.service.kvm() ? "kvm" : "tcg";
     health.transport = std::string(ctx_.service.transport().name());
+    health.network = ctx_.service.NetworkIsolation();
     auto body = v1::ToJson(health);
     co_await ex.SendJson(status::ok, body);
   });

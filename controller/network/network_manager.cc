@@ -49,8 +49,7 @@ Result<std::unique_ptr<NetworkManager>> NetworkManager::Start(const NetworkConfi
   }
   auto firewall = Firewall::Install(m->range_, config.open_cidrs);
   if (!firewall) {
-    spdlog::error("{}; no guest will boot until this is fixed", firewall.error().message);
-    m->install_error_ = firewall.error();
+    m->install_error_ = firewall.error();  // the daemon logs it, with what to do
     return m;
   }
   m->firewall_ = std::move(*firewall);
@@ -170,7 +169,9 @@ Status NetworkManager::Remove(const Workspace& ws) {
 Result<NetworkStatus> NetworkManager::Read(const Workspace& ws) {
   NetworkStatus out;
   out.policy = ws.network;
-  out.isolated = config_.isolation && firewall_ != nullptr;
+  // A guest that has been running since before it had a uid of its own (berthd upgraded under
+  // it) is not filtered until its next boot, and says so.
+  out.isolated = config_.isolation && firewall_ != nullptr && (ws.net_uid || !MayRun(ws.state));
   if (!out.isolated || !ws.net_uid) return out;
   auto u = static_cast<uid_t>(*ws.net_uid);
   out.uid = u;

@@ -11,6 +11,11 @@ namespace berth::workspace {
 
 namespace asio = boost::asio;
 
+std::string WorkspaceService::NetworkIsolation() const {
+  if (!options_.network || !options_.network->isolation()) return "off";
+  return options_.network->install_error() ? "failed" : "isolated";
+}
+
 Result<network::NetworkStatus> WorkspaceService::GetNetwork(const std::string& tenant_id,
                                                             const std::string& id_or_name) {
   auto ws = Get(tenant_id, id_or_name);

@@ -329,7 +329,10 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
       if (stopping_ || a->record().state != State::kStarting) co_return;
       booted = co_await BootOnce(a, resume, attempt);
       if (booted || stopping_) break;
-      if (booted.error().code == ErrorCode::kFailedPrecondition) co_return;  // overtaken
+      if (a->record().state != State::kStarting) co_return;  // overtaken by another operation
+      // The host cannot boot it (guest network isolation not in place, say): another attempt
+      // would fail the same way, so the workspace goes to error with the reason now.
+      if (booted.error().code == ErrorCode::kFailedPrecondition) break;
       bool fell_back = FallBackToTcg(*a, booted.error());
       Record(*a, "boot_retry", fmt::format("attempt {} failed: {}", attempt, booted.error().message));
       Workspace ws = a->record();
@@ -355,7 +358,7 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
   }
   if (stopping_) co_return;  // left "starting": the next berthd picks the boot up
   if (!booted) {
-    if (booted.error().code == ErrorCode::kFailedPrecondition) co_return;
+    if (a->record().state != State::kStarting) co_return;  // overtaken
     Workspace ws = a->record();
     auto clean = [this, ws] {
       auto destroyed = hypervisor_.Destroy(ws.DomainName());

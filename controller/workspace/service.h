@@ -150,6 +150,8 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
                                              std::chrono::milliseconds timeout);
 
   // --- the guest network (network_ops.cc; blocking: call them off I/O threads) --------------
+  // "isolated", "off" or "failed" (v1::Health::network). Any thread; does not block.
+  std::string NetworkIsolation() const;
   Result<network::NetworkStatus> GetNetwork(const std::string& tenant_id, const std::string& id_or_name) override;
   // Stores the policy (an event says what changed), then applies it to the running guest.
   Result<network::NetworkStatus> SetNetwork(const std::string& tenant_id, const std::string& id_or_name,

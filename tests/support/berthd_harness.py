@@ -75,15 +75,16 @@ class Api:
 
 
 class Berthd:
-    def __init__(self, data, config):
-        self.data, self.config, self.proc = data, config, None
+    def __init__(self, data, config, prefix=()):
+        # prefix: a command berthd runs under (setpriv, to take a capability away).
+        self.data, self.config, self.proc, self.prefix = data, config, None, list(prefix)
 
     def start(self):
         addr = os.path.join(self.data, "listen.addr")
         if os.path.exists(addr):
             os.unlink(addr)
         logf = open(os.path.join(self.data, "berthd.log"), "ab")
-        self.proc = subprocess.Popen([BERTHD, "--config", self.config], stdout=logf, stderr=logf)
+        self.proc = subprocess.Popen([*self.prefix, BERTHD, "--config", self.config], stdout=logf, stderr=logf)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             check(self.proc.poll() is None, f"berthd exited with {self.proc.returncode}")

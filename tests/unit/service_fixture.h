@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <future>
 #include <set>
 #include <thread>
@@ -52,7 +54,8 @@ class FakeTransport : public Transport {
   std::string_view name() const override { return "unix"; }
   Status BeforeStart(Workspace&, const Layout&, bool resume, hypervisor::DomainSpec&) override {
     (resume ? resumes : boots)++;
-    return {};
+    std::lock_guard lock(mutex);
+    return refuse_boots ? Status(Fail(*refuse_boots)) : Status{};
   }
   void AfterStop(const Workspace&, const Layout&, bool) override { stops++; }
   Result<Endpoint> AgentEndpoint(const Workspace&, const Layout& layout) const override {
@@ -62,6 +65,10 @@ class FakeTransport : public Transport {
     return ep;
   }
   std::atomic<int> boots{0}, resumes{0}, stops{0};
+  // Every boot fails before the VM starts with this error (as the guest network's BeforeBoot
+  // does when isolation is not in place), until reset.
+  std::optional<Error> refuse_boots;
+  std::mutex mutex;
 };
 
 // Runs an awaitable to its end on a thread of its own and returns its result.

@@ -44,6 +44,32 @@ TEST_CASE("faults: a failed start is retried on a fresh boot", "[service][faults
   CHECK(f.HasEvent(ws.id, "boot_retry"));
 }
 
+TEST_CASE("faults: a boot the host refuses (no network isolation) ends in error with the reason, once",
+          "[service][faults]") {
+  // The boot loop took every kFailedPrecondition for "overtaken by another operation" and left
+  // the workspace in `starting` for ever; the guest network refuses boots with that code.
+  Fixture f;
+  {
+    std::lock_guard lock(f.transport->mutex);
+    f.transport->refuse_boots = Error(ErrorCode::kFailedPrecondition,
+                                      "guest network isolation is not in place, so no guest boots: nft refused");
+  }
+  auto ws = f.Create("unfiltered");
+  REQUIRE(f.Reaches(ws.id, State::kError));
+  auto stored = f.store->GetWorkspaceById(ws.id);
+  REQUIRE(stored->error.has_value());
+  CHECK(stored->error->find("guest network isolation is not in place") != std::string::npos);
+  CHECK(f.transport->boots == 1);  // not retried: it would fail the same way
+  CHECK(f.hv.CallsForTest("Start") == 0);
+  CHECK(f.hv.State(ws.DomainName()) != DomainState::kRunning);
+  {
+    std::lock_guard lock(f.transport->mutex);
+    f.transport->refuse_boots.reset();
+  }
+  REQUIRE(f.Start(ws.id).has_value());
+  CHECK(f.Reaches(ws.id, State::kRunning));
+}
+
 TEST_CASE("faults: a failed save leaves a running workspace running, and says so", "[service][faults]") {
   Fixture f;
   auto ws = f.Create("unsavable");

@@ -21,6 +21,11 @@ run that was killed leaves them behind: the next one removes them first.
     internet (the Debian mirror answers)
   - GET …/network shows the refusals; berthd restarted: no duplicate rules, none left for a
     deleted workspace
+  - a workspace from before per-workspace uids (its net_uid cleared while it runs) reads as not
+    isolated after the restart, and gets a uid of its own, under which its passt runs and its
+    rules apply, on its next boot
+  - a berthd that cannot install its table (run without CAP_NET_ADMIN) says so in its log and
+    /v1/health, and a workspace it creates goes to error with the reason, with no VM started
 
 Needs root, libvirt, nftables and the base image (images/build base). Exit 0 PASS, 1 FAIL, 77 SKIP.
 Coordinate before running it: it boots two TCG guests (minutes of CPU on 2 cores).
@@ -35,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
@@ -182,6 +188,45 @@ class Lab:
         self.peer.down()
 
 
+def refused_without_rules(images_data):
+    """A berthd without CAP_NET_ADMIN: nftables refuses its table, so it boots no guest."""
+    data = tempfile.mkdtemp(prefix="berthd-nonet-e2e-", dir="/var/lib")
+    os.chmod(data, 0o711)
+    config = os.path.join(data, "config.json")
+    with open(config, "w") as f:
+        json.dump({"listen": "127.0.0.1:0", "data_dir": data, "images_dir": os.path.join(images_data, "images"),
+                   "accel": accel(), "network": {"isolation": True}}, f)
+    berthd = Berthd(data, config, prefix=["setpriv", "--bounding-set", "-net_admin", "--inh-caps", "-net_admin"])
+    ws_id = None
+    try:
+        url = berthd.start()
+        health = json.load(urllib.request.urlopen(url + "/v1/health", timeout=10))
+        check(health.get("network") == "failed", f"health does not say isolation failed: {health}")
+        log_text = open(os.path.join(data, "berthd.log"), errors="replace").read()
+        check("cannot install the nftables table" in log_text and "no guest will boot" in log_text,
+              f"berthd did not say why no guest boots: {log_text[-2000:]}")
+        api = Api(url, open(os.path.join(data, "admin.key")).read().strip())
+        ws = api.ok("POST", "/v1/workspaces", {"name": "nonet"})
+        ws_id = ws["id"]
+        ws, _ = api.wait("nonet", "error", timeout_s=120)
+        check("guest network isolation is not in place" in (ws.get("error") or ""),
+              f"the error does not give the reason: {ws}")
+        state = subprocess.run(["virsh", "-q", "domstate", f"berth-{ws_id}"], capture_output=True, text=True)
+        check("running" not in state.stdout, f"a VM started without isolation: {state.stdout}")
+        log("no isolation, no guest: health 'failed', the workspace in error with the reason, no VM")
+    finally:
+        berthd.stop()
+        if ws_id:
+            subprocess.run(["virsh", "-q", "destroy", f"berth-{ws_id}"], capture_output=True)
+            subprocess.run(["virsh", "-q", "undefine", f"berth-{ws_id}", "--nvram"], capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def passt_uids(ws_id):
+    out = sh("ps", "-eo", "uid=,args=").stdout.splitlines()
+    return {int(line.split(None, 1)[0]) for line in out if "passt" in line.split(None, 1)[1] and ws_id in line}
+
+
 def host_address():
     out = sh("ip", "-4", "-o", "route", "get", "1.1.1.1").stdout.split()
     return out[out.index("src") + 1]
@@ -198,6 +243,8 @@ def main():
     log("libvirt and the base image (a no-op when up to date)")
     subprocess.run([f"{REPO}/images/lib/ensure-libvirt"], check=True)
     subprocess.run([f"{REPO}/images/build", "base", "--data", IMAGES_DATA, "--agent", AGENT], check=True)
+    log("a berthd that cannot install its rules")
+    refused_without_rules(IMAGES_DATA)
     lab = Lab()
     data = tempfile.mkdtemp(prefix="berthd-net-e2e-", dir="/var/lib")
     ids = []
@@ -272,11 +319,29 @@ def main():
                              "-w 'mirror %{http_code}\\n' http://deb.debian.org/debian/dists/bookworm/Release")
         check("mirror 200" in r["stdout"], f"open did not restore the internet: {r}")
 
-        log("restart with 10.254.9.0/24 opened; delete B")
+        log("restart with 10.254.9.0/24 opened, B made a workspace from before per-workspace uids")
+        db = os.path.join(data, "berth.db")
+        old_uid = int(sh("sqlite3", db, f"SELECT net_uid FROM workspaces WHERE id = '{b['id']}'").stdout.strip())
+        check(passt_uids(b["id"]) == {old_uid}, f"B's passt does not run under its uid {old_uid}")
         berthd.stop()
+        sh("sqlite3", db, f"UPDATE workspaces SET net_uid = NULL WHERE id = '{b['id']}'")
         write_config(["10.254.9.0/24"])
         url = berthd.start()
         api = Api(url, open(os.path.join(data, "admin.key")).read().strip())
+        net = api.ok("GET", "/v1/workspaces/netb/network")
+        check(net["isolated"] is False, f"a guest running without a uid reads as isolated: {net}")
+        check(f"w{old_uid}" not in sh("nft", "list", "table", "inet", "berth").stdout,
+              "rules kept for a uid no workspace has")
+        api.ok("POST", "/v1/workspaces/netb/stop")
+        api.wait("netb", "stopped")
+        api.ok("POST", "/v1/workspaces/netb/start")
+        api.wait("netb", "running")
+        new_uid = sh("sqlite3", db, f"SELECT net_uid FROM workspaces WHERE id = '{b['id']}'").stdout.strip()
+        check(new_uid.isdigit() and int(new_uid) >= 2000000, f"B got no uid on its next boot: {new_uid!r}")
+        check(passt_uids(b["id"]) == {int(new_uid)}, f"B's passt does not run under its new uid {new_uid}")
+        net = api.ok("GET", "/v1/workspaces/netb/network")
+        check(net["isolated"] is True, f"B is not isolated after its boot: {net}")
+        log(f"B: uid {old_uid} cleared, reported not isolated, uid {new_uid} after its next boot")
         r = api.exec("netb", f"curl -s -m 5 http://{PEER_ADDR}/")
         check("hello from the peer" in r["stdout"], f"the opened CIDR is not reachable: {r}")
         r = api.exec("netb", "curl -s -m 5 http://169.254.169.254/ || echo refused")
