@@ -9,6 +9,12 @@
 #pragma once
 
 #include <spawn.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
 
 namespace berth {
 
@@ -19,5 +25,11 @@ void CloseInheritedDescriptors() noexcept;
 // For posix_spawn: the same as a file action, run after the actions added before it.
 // 0, or an errno value.
 int AddCloseInheritedDescriptors(posix_spawn_file_actions_t* actions) noexcept;
+
+// posix_spawnp(argv) with stdin from /dev/null, stdout and stderr on `out_fd` and `err_fd`
+// (-1: /dev/null), every other descriptor closed, and an empty signal mask (berthd blocks
+// SIGTERM for sigwait; its children must stay killable). The child's pid, or the errno value
+// of what failed. Any thread.
+Result<pid_t> SpawnClean(const std::vector<std::string>& argv, int out_fd, int err_fd);
 
 }  // namespace berth

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +16,6 @@
 
 #include "common/child_fds.h"
 
-extern char** environ;
 
 namespace berth::hypervisor {
 namespace {
@@ -46,30 +44,13 @@ Run Boot(const std::string& qemu, const fs::path& dir, const std::string& accel,
     argv.push_back("-cpu");
     argv.push_back("host");
   }
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  AddCloseInheritedDescriptors(&actions);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    out.why = fmt::format("cannot run {}: {}", qemu, std::strerror(rc));
+  auto spawned = SpawnClean(argv, -1, -1);
+  if (!spawned) {
+    out.why = fmt::format("cannot run {}: {}", qemu, spawned.error().message);
     return out;
   }
+  pid_t pid = *spawned;
   int status = 0;
   for (;;) {
     pid_t done = waitpid(pid, &status, WNOHANG);

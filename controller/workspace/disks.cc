@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,7 +11,6 @@
 #include "common/child_fds.h"
 #include "common/unique.h"
 
-extern char** environ;
 
 namespace berth::workspace {
 
@@ -21,28 +19,10 @@ Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds tim
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail(ErrnoError(errno, "pipe"));
   UniqueFd read_end(pipe_fds[0]);
   UniqueFd write_end(pipe_fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
-  AddCloseInheritedDescriptors(&actions);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  // Not berthd's signal mask (SIGTERM blocked for sigwait): the child must stay killable.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  auto spawned = SpawnClean(argv, write_end.get(), write_end.get());
   write_end.reset();
-  if (rc != 0) return Fail(ErrnoError(rc, fmt::format("run {}", argv[0])));
+  if (!spawned) return Fail(spawned.error());
+  pid_t pid = *spawned;
 
   std::string output;
   auto deadline = std::chrono::steady_clock::now() + timeout;
