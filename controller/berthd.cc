@@ -237,19 +237,17 @@ void Daemon::Shutdown() {
   stopped_ = true;
   if (api_) api_->Stop();
   // MCP calls waiting on the service end now; calls still talking to an agent get a moment.
-  mcp_calls_->closing = true;
-  for (int i = 0; i < 100 && mcp_calls_->running > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  mcp_calls_->Close();
+  (void)mcp_calls_->WaitIdle(std::chrono::seconds(10));  // what is left is dealt with below
   if (service_) service_->Shutdown();
   io_.stop();
   for (auto& t : io_threads_) t.join();
   io_threads_.clear();
   if (mcp_pool_) {
-    if (mcp_calls_->running > 0) {
+    if (mcp_calls_->running() > 0) {
       // An agent call that did not end in 10 s: its thread is left to the process's exit
       // rather than holding shutdown up for as long as the guest takes.
-      spdlog::warn("shutdown: {} MCP call(s) still running; not waiting for them", mcp_calls_->running.load());
+      spdlog::warn("shutdown: {} MCP call(s) still running; not waiting for them", mcp_calls_->running());
       mcp_pool_->stop();
       (void)mcp_pool_.release();  // deliberately leaked: joining would wait for the guest
     } else {

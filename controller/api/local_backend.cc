@@ -28,17 +28,83 @@ LocalBackend::LocalBackend(workspace::WorkspaceService& service, asio::io_contex
                            std::shared_ptr<McpCalls> calls)
     : service_(service), io_(io), principal_(std::move(principal)), calls_(std::move(calls)) {}
 
+bool McpCalls::Enter() {
+  std::lock_guard lock(mutex_);
+  if (closing_) return false;
+  ++running_;
+  return true;
+}
+
+void McpCalls::Leave() {
+  {
+    std::lock_guard lock(mutex_);
+    --running_;
+  }
+  cv_.notify_all();
+}
+
+void McpCalls::Close() {
+  {
+    std::lock_guard lock(mutex_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool McpCalls::closing() const {
+  std::lock_guard lock(mutex_);
+  return closing_;
+}
+
+int McpCalls::running() const {
+  std::lock_guard lock(mutex_);
+  return running_;
+}
+
+bool McpCalls::WaitIdle(std::chrono::milliseconds within) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, within, [&] { return running_ == 0; });
+}
+
+bool McpCalls::WaitUntil(const std::function<bool()>& ready) {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return closing_ || ready(); });
+  return ready();
+}
+
+void McpCalls::Notify() {
+  { std::lock_guard lock(mutex_); }  // a waiter between its check and its wait sees the change
+  cv_.notify_all();
+}
+
 template <class T>
 T LocalBackend::Sync(workspace::Task<T> task) {
+  // The result lands here; shared, because a call abandoned at shutdown finishes (or is
+  // destroyed with the I/O context) after Sync has returned.
+  struct Outcome {
+    std::mutex mutex;
+    std::optional<T> value;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  auto calls = calls_;
   // A strand of its own: the service's waits (WaitForState, Wake) subscribe to its change feed,
   // which wants its subscriber on a strand.
-  auto done = asio::co_spawn(asio::make_strand(io_), std::move(task), asio::use_future);
+  asio::co_spawn(asio::make_strand(io_), std::move(task), [outcome, calls](std::exception_ptr error, T value) {
+    {
+      std::lock_guard lock(outcome->mutex);
+      outcome->value.emplace(error ? T(Fail(ErrorCode::kInternal, "the call failed")) : std::move(value));
+    }
+    calls->Notify();
+  });
   // berthd shutting down stops the service and the I/O threads, and the call would never end:
-  // it ends now instead (the abandoned coroutine goes with the I/O context).
-  while (done.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
-    if (calls_->closing) return T(Fail(ErrorCode::kUnavailable, "berthd is shutting down"));
-  }
-  return done.get();
+  // it ends at Close() instead.
+  auto ready = [&] {
+    std::lock_guard lock(outcome->mutex);
+    return outcome->value.has_value();
+  };
+  if (!calls_->WaitUntil(ready)) return T(Fail(ErrorCode::kUnavailable, "berthd is shutting down"));
+  std::lock_guard lock(outcome->mutex);
+  return std::move(*outcome->value);
 }
 
 Status LocalBackend::Require(Scope needed) const {
@@ -152,14 +218,12 @@ Result<mcp::AgentBackend::AgentSession> LocalBackend::OpenAgent(std::string_view
   // Held for as long as the call lasts, like a proxied request's, and counted for shutdown.
   struct Hold {
     Hold(workspace::WorkspaceService::StreamGuard g, std::shared_ptr<McpCalls> c)
-        : guard(std::move(g)), calls(std::move(c)) {
-      ++calls->running;
-    }
-    ~Hold() { --calls->running; }
+        : guard(std::move(g)), calls(std::move(c)) {}
+    ~Hold() { calls->Leave(); }
     workspace::WorkspaceService::StreamGuard guard;
     std::shared_ptr<McpCalls> calls;
   };
-  if (calls_->closing) return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
+  if (!calls_->Enter()) return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
   auto hold = std::make_shared<Hold>(service_.OpenStream(found->id, "mcp"), calls_);
   client::ClientOptions options;
   options.deadline = deadline;

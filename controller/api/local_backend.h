@@ -13,6 +13,11 @@
 #include <atomic>
 #include <memory>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+
 #include <boost/asio/io_context.hpp>
 
 #include "controller/api/auth.h"
@@ -21,11 +26,31 @@
 
 namespace berth::api {
 
-// What berthd's shutdown needs to know of the MCP calls in flight: it sets `closing` (waits on
-// the service end at once) and waits a while for `running` (agent calls) to reach 0.
-struct McpCalls {
-  std::atomic<bool> closing{false};
-  std::atomic<int> running{0};
+// What berthd's shutdown needs to know of the MCP calls in flight: Close() ends every call
+// waiting on the service at once (Sync returns "shutting down"), and WaitIdle waits a while for
+// the calls talking to an agent (Enter/Leave) to end. Every method may be called from any
+// thread; nothing polls.
+class McpCalls {
+ public:
+  // False once closing: the call must not start.
+  bool Enter();
+  void Leave();
+  void Close();
+  bool closing() const;
+  // True if no call is in an agent exchange by `within`.
+  bool WaitIdle(std::chrono::milliseconds within);
+  int running() const;
+
+  // Waits until `ready()` (checked under the lock; whoever makes it true calls Notify) or
+  // closing. True if ready.
+  bool WaitUntil(const std::function<bool()>& ready);
+  void Notify();
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool closing_ = false;
+  int running_ = 0;
 };
 
 class LocalBackend : public mcp::AgentBackend {

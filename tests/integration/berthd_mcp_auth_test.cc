@@ -1,13 +1,19 @@
 // berthd's /mcp checks the key before it reads a byte of the body: any "Bearer x" used to get
 // 32 MiB read and parsed (four such requests took berthd to 1.3 GB).
+#include <chrono>
+#include <fstream>
+#include <future>
 #include <thread>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include "tests/integration/berthd_hardening_util.h"
 #include "tests/support/raw_http.h"
+#include "tests/support/wait.h"
 
 namespace berth {
 namespace {
@@ -17,6 +23,14 @@ using nlohmann::json;
 using testing::HardeningBerthd;
 using testing::MintKey;
 using testing::StatusOf;
+
+client::Response McpPost(client::ApiClient& api, const json& body, const std::string& session) {
+  client::Headers headers = {{"Accept", "application/json, text/event-stream"}};
+  if (!session.empty()) headers.emplace_back("Mcp-Session-Id", session);
+  auto response = api.Request(verb::post, "/mcp", body.dump(), "application/json", headers);
+  REQUIRE(response);
+  return *response;
+}
 
 }  // namespace
 
@@ -64,6 +78,57 @@ TEST_CASE("berthd /mcp: an unauthenticated 32 MiB POST is refused before its bod
   INFO("peak RSS grew by " << grown << " KiB");
   CHECK(grown < 24 * 1024);
   CHECK(d.Admin().Json(verb::get, "/v1/me"));
+}
+
+TEST_CASE("berthd /mcp: shutdown ends an MCP call that waits on a workspace, without waiting for it",
+          "[berthd][mcp][shutdown]") {
+  // An agent that never answers: the workspace stays `starting` for the boot timeout (10 min),
+  // and workspace_start waits for `running` all that time.
+  testing::TempDir scripts;
+  auto mute = scripts.path() / "mute-agent";
+  std::ofstream(mute) << "#!/bin/sh\nexec sleep 600\n";
+  REQUIRE(chmod(mute.c_str(), 0755) == 0);
+  testing::TestBerthd d([&](Config& c) {
+    c.agent_binary = mute.string();
+    c.boot_timeout_s = 600;
+  });
+  auto admin = d.Admin();
+  auto made = admin.Json(verb::post, "/v1/workspaces", json{{"name", "mute"}});
+  REQUIRE(made);
+  json init = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+  auto opened = McpPost(admin, init, "");
+  REQUIRE(opened.status == 200);
+  std::string session(opened.Header("Mcp-Session-Id"));
+  REQUIRE_FALSE(session.empty());
+  json call = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+               {"params", {{"name", "workspace_start"}, {"arguments", {{"workspace", "mute"}, {"timeout", 600}}}}}};
+  auto waiting = std::async(std::launch::async, [&] {
+    client::ClientOptions options;
+    options.io_timeout = std::chrono::minutes(5);
+    client::ApiClient caller(d.daemon().endpoint(), d.admin_key(), options);
+    client::Headers headers = {{"Accept", "application/json, text/event-stream"}, {"Mcp-Session-Id", session}};
+    return caller.Request(verb::post, "/mcp", call.dump(), "application/json", headers);
+  });
+  // The call is in: the workspace is being waited on (its boot has begun, and stays begun).
+  REQUIRE(testing::WaitFor([&] {
+    auto ws = admin.Json(verb::get, "/v1/workspaces/mute");
+    return ws && (*ws)["state"] == "starting";
+  }, std::chrono::seconds(20)));
+  REQUIRE(waiting.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout);
+  // Shutdown does not wait for the call: a call blocked on the service that shutdown did not
+  // wake would hold the MCP pool's join (and so Shutdown) for the boot's 10 minutes.
+  auto shutdown = std::async(std::launch::async, [&] { d.daemon().Shutdown(); });
+  REQUIRE(shutdown.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  REQUIRE(waiting.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  auto answer = waiting.get();
+  // Either the call's own answer (berthd is shutting down) made it out, or the connection was
+  // closed with the listener: never a hang.
+  if (answer) {
+    INFO(answer->body);
+    CHECK(answer->body.find("shutting down") != std::string::npos);
+  }
 }
 
 }  // namespace berth
