@@ -56,6 +56,10 @@ Status Config::LoadFile(const fs::path& path) {
       else if (k == "image_gc_every_s") image_gc_every_s = v.get<int>();
       else if (k == "io_threads") io_threads = v.get<int>();
       else if (k == "log_level") log_level = v.get<std::string>();
+      else if (k == "max_connections") max_connections = v.get<int>();
+      else if (k == "max_connections_per_source") max_connections_per_source = v.get<int>();
+      else if (k == "max_connections_per_key") max_connections_per_key = v.get<int>();
+      else if (k == "unauthenticated_header_timeout_s") unauthenticated_header_timeout_s = v.get<int>();
       else if (k == "network") {
         auto parsed = network::ParseNetworkConfig(v);
         if (!parsed) {
@@ -136,6 +140,13 @@ Status Daemon::EnsureOperatorKey() {
 }
 
 Status Daemon::Start() {
+  if (config_.max_connections < 1 || config_.max_connections_per_source < 0 ||
+      config_.max_connections_per_key < 0 || config_.unauthenticated_header_timeout_s < 1) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "max_connections must be at least 1, max_connections_per_source and "
+                "max_connections_per_key at least 0 (0: no cap), "
+                "unauthenticated_header_timeout_s at least 1");
+  }
   std::error_code ec;
   fs::create_directories(config_.data_dir, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + config_.data_dir.string()));
@@ -204,6 +215,12 @@ Status Daemon::Start() {
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   api::ApiOptions aopt;
   aopt.network = service_.get();
+  aopt.server.max_connections = static_cast<size_t>(config_.max_connections);
+  aopt.server.max_connections_per_source = static_cast<size_t>(config_.max_connections_per_source);
+  aopt.server.max_connections_per_key = static_cast<size_t>(config_.max_connections_per_key);
+  aopt.server.shed_unadmitted = true;  // Handle admits every authenticated request
+  aopt.server.unadmitted_header_timeout =
+      std::chrono::seconds(config_.unauthenticated_header_timeout_s);
   // MCP over streamable HTTP; the handler checks the API key itself at initialize, and every
   // tool acts as that key's principal, so a key sees the same through MCP as through the API.
   aopt.extra_routes = [this](http::Router& router) {

@@ -42,6 +42,20 @@ struct Config {
   int image_gc_every_s = 3600;             // 0: keep every image version
   int io_threads = 2;                      // the host has few cores; I/O is not the bottleneck
   std::string log_level = "info";
+  // Connection caps (common/http/server.h). The total bounds berthd's memory (an idle
+  // connection costs a few KiB); at it, connections that never authenticated are shed first,
+  // so the total is no lever for a client without a key.
+  int max_connections = 1024;
+  // Per source address: one host cannot take the total. Behind a reverse proxy on the same
+  // host every client is one address (the proxy's), so it is generous; 0: no cap.
+  int max_connections_per_source = 512;
+  // Per API key: one tenant's runaway client cannot take the total. Event streams, exec
+  // sessions and tunnels each hold a connection for as long as they run; 0: no cap.
+  int max_connections_per_key = 256;
+  // A connection that has not yet sent an authenticated request gets this long, in total, for
+  // each request head (a silent or slowloris socket holds its slot no longer); after one, the
+  // keep-alive idle timeout applies. Bodies keep their own deadlines.
+  int unauthenticated_header_timeout_s = 10;
   // Guest network isolation ("network": {...}, controller/network/network_config.h). On by
   // default; the unix transport (tests: no guests) never installs rules.
   network::NetworkConfig network;

@@ -1,5 +1,6 @@
 #include "common/http/server.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/stat.h>
@@ -42,6 +43,49 @@ bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned v
   return res;
 }
 
+// The peer's IP address as text for a TCP socket (IPv4-mapped IPv6 as IPv4), empty for
+// anything else (unix, vsock): the key of the per-source cap.
+std::string SourceAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) == nullptr) return {};
+    return text;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      if (inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof(text)) == nullptr) return {};
+    } else if (inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text)) == nullptr) {
+      return {};
+    }
+    return text;
+  }
+  return {};
+}
+
+// A whole error answer as bytes, for connections refused before any request is read.
+std::string RefusalBytes(int status, std::string_view reason, std::string_view code,
+                         const std::string& message, std::optional<std::chrono::seconds> retry) {
+  nlohmann::json body = {{"error", {{"code", code}, {"message", message}}}};
+  std::string text = DumpJson(body);
+  std::string retry_header =
+      retry ? fmt::format("Retry-After: {}\r\n", retry->count()) : std::string();
+  return fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\n{}Connection: close\r\n"
+      "Content-Length: {}\r\n\r\n{}",
+      status, reason, retry_header, text.size(), text);
+}
+
+void Decrement(std::map<std::string, size_t, std::less<>>& counts, const std::string& name) {
+  auto it = counts.find(name);
+  if (it == counts.end()) return;
+  if (--it->second == 0) counts.erase(it);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -49,9 +93,19 @@ bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned v
 
 Exchange::Exchange(Stream& stream, beast::flat_buffer& buffer,
                    bhttp::request_parser<bhttp::buffer_body>& parser,
-                   const ServerOptions& options, const Endpoint& listener)
-    : stream_(stream), buffer_(buffer), parser_(parser), options_(options), listener_(listener) {
+                   const ServerOptions& options, const Endpoint& listener, AdmitFn admit)
+    : stream_(stream),
+      buffer_(buffer),
+      parser_(parser),
+      options_(options),
+      listener_(listener),
+      admit_(std::move(admit)) {
   body_done_ = parser_.is_done();
+}
+
+Status Exchange::Admit(std::string_view key) {
+  if (!admit_) return Status{};
+  return admit_(key);
 }
 
 Task<bool> Exchange::Prepare() {
@@ -352,6 +406,13 @@ struct Server::Connection {
   // handler has taken the stream over (a WebSocket). shutdown() acts on the socket, not the fd.
   int fd;
   Endpoint listener;
+  std::string source;  // SourceAddress(); empty: not counted per source
+
+  // Guarded by Server::mutex_.
+  bool counted = false;   // in counted_, per_source_ (and per_key_ when admitted)
+  std::string key;        // the key it was admitted with; empty: never admitted
+  bool waiting = false;   // waiting for a request head (between requests, or the first)
+  std::chrono::steady_clock::time_point waiting_since;
 };
 
 Server::Server(asio::io_context& io, ServerOptions options, Handler handler)
@@ -430,15 +491,28 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
       co_await timer.async_wait(kTuple);
       continue;
     }
-    if (open_connections_.load() >= options_.max_connections) {
-      static constexpr std::string_view kBusy =
-          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-          "Connection: close\r\nContent-Length: 78\r\n\r\n"
-          "{\"error\":{\"code\":\"resource_exhausted\",\"message\":\"too many open connections\"}}";
+    auto connection = std::make_shared<Connection>(std::move(socket));
+    connection->listener = listener->endpoint;
+    connection->source = SourceAddress(connection->stream.socket().native_handle());
+    std::optional<std::string> refusal;
+    std::shared_ptr<Connection> shed;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopped_) co_return;
+      refusal = AdmitNewLocked(connection, shed);
+      if (!refusal) connections_.insert(connection);
+    }
+    // The shed connection's coroutine sees its read fail and ends; shutdown() on the duplicate
+    // is safe from this thread (see Stop).
+    if (shed && shed->fd >= 0) ::shutdown(shed->fd, SHUT_RDWR);
+    if (refusal) {
+      // Written without waiting: a client that does not read its refusal loses it.
       boost::system::error_code ignored;
-      socket.non_blocking(true, ignored);
-      socket.write_some(asio::buffer(kBusy), ignored);
-      socket.close(ignored);
+      auto& refused = connection->stream.socket();
+      refused.non_blocking(true, ignored);
+      refused.write_some(asio::buffer(*refusal), ignored);
+      refused.shutdown(asio::socket_base::shutdown_both, ignored);
+      refused.close(ignored);
       continue;
     }
     if (listener->endpoint.kind == Endpoint::Kind::kTcp) {
@@ -446,14 +520,8 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
       // bodies): with Nagle on, each small write after the first waits for the peer's delayed
       // ACK, 40 ms a time.
       int one = 1;
-      setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
-    auto connection = std::make_shared<Connection>(std::move(socket));
-    connection->listener = listener->endpoint;
-    {
-      std::lock_guard lock(mutex_);
-      if (stopped_) co_return;
-      connections_.insert(connection);
+      setsockopt(connection->stream.socket().native_handle(), IPPROTO_TCP, TCP_NODELAY, &one,
+                 sizeof(one));
     }
     open_connections_.fetch_add(1);
     auto executor = connection->stream.get_executor();
@@ -461,18 +529,111 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
   }
 }
 
+std::optional<std::string> Server::AdmitNewLocked(const std::shared_ptr<Connection>& c,
+                                                  std::shared_ptr<Connection>& shed) {
+  if (options_.max_connections_per_source > 0 && !c->source.empty()) {
+    auto it = per_source_.find(c->source);
+    if (it != per_source_.end() && it->second >= options_.max_connections_per_source) {
+      return RefusalBytes(
+          429, "Too Many Requests", "too_many_connections",
+          fmt::format("{} has {} open connections: the per-source limit of {} connections is "
+                      "reached",
+                      c->source, it->second, options_.max_connections_per_source),
+          options_.connection_retry_after);
+    }
+  }
+  if (counted_ >= options_.max_connections) {
+    std::shared_ptr<Connection> victim;
+    if (options_.shed_unadmitted) {
+      // Oldest wait first: of the connections that never authenticated, the one that has
+      // held its slot longest without sending a request (silent, slowloris, idle keep-alive).
+      for (const auto& weak : connections_) {
+        auto other = weak.lock();
+        if (!other || !other->counted || !other->key.empty() || !other->waiting) continue;
+        if (!victim || other->waiting_since < victim->waiting_since) victim = std::move(other);
+      }
+    }
+    if (!victim) {
+      return RefusalBytes(503, "Service Unavailable", "resource_exhausted",
+                          fmt::format("too many open connections (the limit is {})",
+                                      options_.max_connections),
+                          options_.connection_retry_after);
+    }
+    UncountLocked(*victim);
+    shed = std::move(victim);
+  }
+  c->counted = true;
+  ++counted_;
+  if (!c->source.empty()) ++per_source_[c->source];
+  c->waiting = true;
+  c->waiting_since = std::chrono::steady_clock::now();
+  return std::nullopt;
+}
+
+void Server::UncountLocked(Connection& c) {
+  if (!c.counted) return;
+  c.counted = false;
+  --counted_;
+  if (!c.source.empty()) Decrement(per_source_, c.source);
+  if (!c.key.empty()) Decrement(per_key_, c.key);
+}
+
+Status Server::AdmitKey(Connection& c, std::string_view key) {
+  std::lock_guard lock(mutex_);
+  if (!c.counted) {
+    // Shed (or the server stopped) while its request ran: the connection is going away.
+    return Fail(ErrorCode::kUnavailable, "the connection is closing");
+  }
+  if (c.key == key) return Status{};
+  if (options_.max_connections_per_key > 0) {
+    auto it = per_key_.find(key);
+    if (it != per_key_.end() && it->second >= options_.max_connections_per_key) {
+      return Fail(ErrorCode::kResourceExhausted,
+                  fmt::format("this key has {} open connections: the per-key limit of {} "
+                              "connections is reached; close one or retry later",
+                              it->second, options_.max_connections_per_key));
+    }
+  }
+  if (!c.key.empty()) Decrement(per_key_, c.key);
+  c.key = std::string(key);
+  ++per_key_[c.key];
+  return Status{};
+}
+
+void Server::SetWaiting(Connection& c, bool waiting) {
+  std::lock_guard lock(mutex_);
+  c.waiting = waiting;
+  if (waiting) c.waiting_since = std::chrono::steady_clock::now();
+}
+
 Task<void> Server::Serve(std::shared_ptr<Connection> c) {
   beast::flat_buffer buffer;
   bool first = true;
   // The connection ends with the client perhaps still sending (a body refused unread).
   bool linger = false;
+  // Named, built once: see docs/architecture.md on temporaries and co_await.
+  Exchange::AdmitFn admit = [this, raw = c.get()](std::string_view key) {
+    return AdmitKey(*raw, key);
+  };
   for (;;) {
     bhttp::request_parser<bhttp::buffer_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(boost::none);  // bodies are streamed; handlers apply their own limits
-    c->stream.expires_after(first ? options_.header_timeout : options_.idle_timeout);
+    bool admitted = false;
+    {
+      std::lock_guard lock(mutex_);
+      admitted = !c->key.empty();
+    }
+    std::chrono::seconds head_timeout = first ? options_.header_timeout : options_.idle_timeout;
+    if (!admitted && options_.unadmitted_header_timeout) {
+      head_timeout = *options_.unadmitted_header_timeout;
+    }
+    // One timer for the whole head, not per read: a byte a second does not keep it alive.
+    c->stream.expires_after(head_timeout);
+    if (!first) SetWaiting(*c, true);  // AdmitNewLocked marked the first wait
     first = false;
     auto [ec, n] = co_await bhttp::async_read_header(c->stream, buffer, parser, kTuple);
+    SetWaiting(*c, false);
     if (ec) {
       std::optional<Error> error;
       if (ec == bhttp::error::header_limit) {
@@ -490,7 +651,7 @@ Task<void> Server::Serve(std::shared_ptr<Connection> c) {
       }
       break;
     }
-    Exchange exchange(c->stream, buffer, parser, options_, c->listener);
+    Exchange exchange(c->stream, buffer, parser, options_, c->listener, admit);
     if (!co_await exchange.Prepare()) break;
     std::optional<std::string> failure;
     try {
@@ -535,6 +696,7 @@ Task<void> Server::Serve(std::shared_ptr<Connection> c) {
   }
   open_connections_.fetch_sub(1);
   std::lock_guard lock(mutex_);
+  UncountLocked(*c);
   connections_.erase(c);
 }
 

@@ -1,6 +1,7 @@
 // An HTTP/1.1 + WebSocket server over any stream transport (unix, TCP, vsock), built on
-// Boost.Beast coroutines: one coroutine per connection on its own strand, a cap on
-// connections, limits on header size and timeouts on every read and write.
+// Boost.Beast coroutines: one coroutine per connection on its own strand, caps on connections
+// (in total, per source address, per admitted key), limits on header size and timeouts on
+// every read and write.
 //
 // Handlers get an Exchange: the parsed request header plus the means to read the body (whole
 // or streamed), answer (whole, chunked-streamed, or by taking over the connection as a
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,10 +31,28 @@ namespace berth::http {
 struct ServerOptions {
   // Request line plus headers. 16 KiB fits any sane client and bounds what a hostile one costs.
   size_t max_header_bytes = 16 * 1024;
-  // Above this many open connections new ones get a 503 and are closed.
+  // At most this many open connections. At the cap, with shed_unadmitted, the connection that
+  // has waited longest for a request head without ever being admitted (Exchange::Admit) is
+  // closed to make room; without it, or with none such, the new one gets a 503 and is closed.
   size_t max_connections = 512;
+  // See max_connections. On where a layer above admits the connections it knows (berthd: an
+  // authenticated key), so that a flood of anonymous sockets cannot starve them.
+  bool shed_unadmitted = false;
+  // At most this many open connections from one source address (TCP peers; IPv4-mapped IPv6
+  // counts as IPv4; unix and vsock peers are not counted); 0: no cap. Above it: 429 with
+  // Retry-After and closed. Behind a reverse proxy every client is the proxy's address.
+  size_t max_connections_per_source = 0;
+  // At most this many open connections admitted with one key (Exchange::Admit); 0: no cap.
+  size_t max_connections_per_key = 0;
+  // What a client refused by a connection cap is told to wait (Retry-After): connections free
+  // up as other requests end, so a short wait.
+  std::chrono::seconds connection_retry_after{5};
   // Time allowed to receive a complete request header once the first byte is expected.
   std::chrono::seconds header_timeout{30};
+  // When set, a connection never admitted (Exchange::Admit) gets this long, in total however
+  // the bytes trickle in, for each request head, the first included (instead of
+  // header_timeout, then idle_timeout): a socket without a key cannot hold its slot for long.
+  std::optional<std::chrono::seconds> unadmitted_header_timeout;
   // A keep-alive connection with no next request is closed after this.
   std::chrono::seconds idle_timeout{120};
   // Each body read or response write must make progress within this.
@@ -47,9 +67,12 @@ struct ServerOptions {
 
 class Exchange {
  public:
+  // How the connection's server records an admission (see Admit); empty: admission always
+  // succeeds (an Exchange without a Server behind it).
+  using AdmitFn = std::function<Status(std::string_view key)>;
   Exchange(Stream& stream, beast::flat_buffer& buffer,
            bhttp::request_parser<bhttp::buffer_body>& parser, const ServerOptions& options,
-           const Endpoint& listener);
+           const Endpoint& listener, AdmitFn admit = {});
 
   // --- the request ------------------------------------------------------------------------
   const bhttp::request<bhttp::buffer_body>& request() const { return parser_.get(); }
@@ -67,6 +90,17 @@ class Exchange {
   const Endpoint& listener() const { return listener_; }
   // Anything a middleware wants to carry to the handler (e.g. the authenticated principal).
   nlohmann::json& context() { return context_; }
+
+  // --- admission --------------------------------------------------------------------------
+  // Tells the server that this request was authenticated as `key` (an opaque name: berthd
+  // passes the API key's id, never the secret). From then on the connection counts against
+  // `key`'s cap (max_connections_per_key), waits idle_timeout for its next request instead of
+  // unadmitted_header_timeout, and is never shed at the total cap. resource_exhausted, with
+  // a message naming the per-key limit, when `key` already holds that many other
+  // connections: the caller answers (429) and closes the connection; it stays unadmitted.
+  // Admitting again with the same key is a no-op, with another key moves the connection.
+  // The connection's strand (the handler).
+  Status Admit(std::string_view key);
 
   // --- the request body -------------------------------------------------------------------
   // Whole body, at most `limit` bytes (413 above, before reading when Content-Length says
@@ -129,6 +163,7 @@ class Exchange {
   bhttp::request_parser<bhttp::buffer_body>& parser_;
   const ServerOptions& options_;
   const Endpoint& listener_;
+  AdmitFn admit_;
   std::string path_;
   Query query_;
   std::map<std::string, std::string, std::less<>> params_;
@@ -161,6 +196,16 @@ class Server {
   struct Connection;
   Task<void> AcceptLoop(std::shared_ptr<Listener> listener);
   Task<void> Serve(std::shared_ptr<Connection> connection);
+  // Counts a new connection in, or says why not (nullopt: admitted); may pick a connection to
+  // shed (returned in `shed`, to be shut down after the lock). Holds mutex_.
+  std::optional<std::string> AdmitNewLocked(const std::shared_ptr<Connection>& c,
+                                            std::shared_ptr<Connection>& shed);
+  // Exchange::Admit for `c`.
+  Status AdmitKey(Connection& c, std::string_view key);
+  // Marks the start and end of the wait for a request head (what shedding looks at).
+  void SetWaiting(Connection& c, bool waiting);
+  // Takes `c` out of the counts (idempotent). Holds mutex_.
+  void UncountLocked(Connection& c);
 
   asio::io_context& io_;
   ServerOptions options_;
@@ -169,6 +214,11 @@ class Server {
   std::mutex mutex_;
   std::vector<std::shared_ptr<Listener>> listeners_;
   std::set<std::weak_ptr<Connection>, std::owner_less<std::weak_ptr<Connection>>> connections_;
+  // Under mutex_: connections counted against the caps (open and not being shed), and their
+  // counts per source address and per admitted key (entries erased at zero).
+  size_t counted_ = 0;
+  std::map<std::string, size_t, std::less<>> per_source_;
+  std::map<std::string, size_t, std::less<>> per_key_;
   bool stopped_ = false;
 };
 

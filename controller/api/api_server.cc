@@ -90,6 +90,20 @@ http::Task<void> SendUnauthenticated(http::Exchange& ex, const Error& error) {
   co_await ex.Send(std::move(res));
 }
 
+// A key over its connection cap: 429 with Retry-After, the error named for what it is (the
+// generic resource_exhausted is also a quota's), and the connection closed (the caller has
+// cleared keep-alive).
+http::Task<void> SendTooManyConnections(http::Exchange& ex, const Error& error) {
+  http::bhttp::response<http::bhttp::string_body> res{status::too_many_requests,
+                                                      ex.request().version()};
+  res.set(http::bhttp::field::content_type, "application/json");
+  res.set(http::bhttp::field::retry_after,
+          std::to_string(ex.options().connection_retry_after.count()));
+  nlohmann::json body = {{"error", {{"code", "too_many_connections"}, {"message", error.message}}}};
+  res.body() = DumpJson(body) + "\n";
+  co_await ex.Send(std::move(res));
+}
+
 }  // namespace
 
 http::Task<void> ApiServer::Handle(http::Exchange& ex) {
@@ -107,6 +121,17 @@ http::Task<void> ApiServer::Handle(http::Exchange& ex) {
         co_await SendUnauthenticated(ex, principal.error());
       } else {
         co_await ex.SendError(principal.error());
+      }
+      co_return;
+    }
+    // Only now is it known whose connection this is: it counts against the key's cap, and
+    // stops being a candidate for the unauthenticated header deadline and for shedding.
+    if (auto admitted = ex.Admit(principal->key_id); !admitted) {
+      ex.set_keep_alive(false);
+      if (admitted.error().code == ErrorCode::kResourceExhausted) {
+        co_await SendTooManyConnections(ex, admitted.error());
+      } else {
+        co_await ex.SendError(admitted.error());
       }
       co_return;
     }

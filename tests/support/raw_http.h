@@ -2,25 +2,39 @@
 // without its body, a body that trickles in. The client library always sends whole requests.
 #pragma once
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace berth::testing {
 
 class RawConnection {
  public:
-  // Connects to 127.0.0.1:port; ok() is false when that failed.
-  explicit RawConnection(uint16_t port) {
+  // Connects to 127.0.0.1:port, from `source` when given (another loopback address, e.g.
+  // "127.0.0.2": all of 127/8 is loopback); ok() is false when that failed.
+  explicit RawConnection(uint16_t port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ >= 0 && source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      if (::inet_pton(AF_INET, source, &from.sin_addr) != 1 ||
+          ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+        return;
+      }
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -68,6 +82,48 @@ class RawConnection {
     }
     return received_;
   }
+  // Reads one whole response whose body has a Content-Length (berthd's JSON answers) and
+  // returns it (head and body), leaving what follows for the next call; what arrived, which
+  // may be nothing, when it did not arrive whole within `timeout` or the server closed first.
+  std::string ReadResponse(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (size_t end = received_.find("\r\n\r\n"); end != std::string::npos) {
+        size_t length = 0;
+        std::string head = received_.substr(0, end);
+        for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (size_t at = head.find("\r\ncontent-length:"); at != std::string::npos) {
+          length = std::stoul(head.substr(at + 17));
+        }
+        if (received_.size() >= end + 4 + length) {
+          std::string response = received_.substr(0, end + 4 + length);
+          received_.erase(0, end + 4 + length);
+          return response;
+        }
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !WaitReadable(left)) break;
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      received_.append(buf, static_cast<size_t>(n));
+    }
+    return std::exchange(received_, std::string());
+  }
+  // Waits up to `timeout` for the server to close the connection (reading and keeping what
+  // it sends first); true when it did.
+  bool WaitClosed(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !WaitReadable(left)) return false;
+      if (Closed()) return true;
+    }
+  }
+  // What has been received and not yet returned by ReadResponse.
+  const std::string& received() const { return received_; }
   // True once the server has closed the connection (EOF or reset); reads and drops data.
   bool Closed() {
     char buf[4096];
