@@ -136,6 +136,12 @@ Status Daemon::EnsureOperatorKey() {
 }
 
 Status Daemon::Start() {
+  // Everything berthd writes is its own unless it says otherwise (issue 12): the database holds
+  // the workspaces' env, qemu-img's disks would be 0644, and so would every log and state file.
+  // What another user must reach is opened up by name: the data and workspace directories for
+  // QEMU's traversal (0711), each VM's own files given to its uid (transport.cc). Process-wide,
+  // so it also covers what berthd's children (qemu-img, passt, host agents) create.
+  ::umask(077);
   std::error_code ec;
   fs::create_directories(config_.data_dir, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + config_.data_dir.string()));
@@ -154,7 +160,10 @@ Status Daemon::Start() {
   // The guest network, before any guest can boot. Host-process agents (the unix transport,
   // tests) have no guest network to isolate, and one isolating berthd per host owns the table.
   network::NetworkConfig net = config_.network;
-  if (config_.transport == "unix") net.isolation = false;
+  if (config_.transport == "unix") {
+    net.isolation = false;
+    net.libvirt_qemu_dir.clear();  // no QEMU runs
+  }
   auto manager = network::NetworkManager::Start(net, *store_, UnixNow);
   if (!manager) return Fail(manager.error());
   network_ = std::move(*manager);
@@ -169,7 +178,8 @@ Status Daemon::Start() {
   topt.name = config_.transport;
   topt.agent_binary = config_.agent_binary;
   topt.agent_user = config_.agent_user;
-  // Under isolation passt and QEMU run under each workspace's own uid.
+  // passt and QEMU run under each workspace's own uid, isolated or not; isolation adds the
+  // filtering resolver.
   topt.network_isolation = net.isolation;
   topt.passt_binary = net.passt_binary;
   auto transport = workspace::MakeTransport(topt);
