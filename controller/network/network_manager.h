@@ -14,8 +14,9 @@
 //   API status          Read(ws); the idle loop's TakeDenied(ws) for `egress_denied` events
 //
 // With network.isolation off nothing is installed and Status says isolated: false, but BeforeBoot
-// still assigns the workspace its uid: QEMU and passt run under it either way (issue 12). If the table cannot be installed, berthd still serves the API but BeforeBoot
-// fails with that reason, so no guest boots unfiltered.
+// still assigns the workspace its uid: QEMU and passt run under it either way (issue 12). If the
+// table cannot be installed, berthd still serves the API but BeforeBoot fails with that reason,
+// so no guest boots unfiltered.
 //
 // Thread safety: every method may be called from any thread; all of them block (netlink,
 // SQLite): call them off I/O threads.
