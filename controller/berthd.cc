@@ -140,6 +140,12 @@ Status Daemon::EnsureOperatorKey() {
 }
 
 Status Daemon::Start() {
+  // Everything berthd writes is its own unless it says otherwise (issue 12): the database holds
+  // the workspaces' env, qemu-img's disks would be 0644, and so would every log and state file.
+  // What another user must reach is opened up by name: the data and workspace directories for
+  // QEMU's traversal (0711), each VM's own files given to its uid (transport.cc). Process-wide,
+  // so it also covers what berthd's children (qemu-img, passt, host agents) create.
+  ::umask(077);
   if (config_.max_connections < 1 || config_.max_connections_per_source < 0 ||
       config_.max_connections_per_key < 0 || config_.unauthenticated_header_timeout_s < 1) {
     return Fail(ErrorCode::kInvalidArgument,
@@ -165,7 +171,10 @@ Status Daemon::Start() {
   // The guest network, before any guest can boot. Host-process agents (the unix transport,
   // tests) have no guest network to isolate, and one isolating berthd per host owns the table.
   network::NetworkConfig net = config_.network;
-  if (config_.transport == "unix") net.isolation = false;
+  if (config_.transport == "unix") {
+    net.isolation = false;
+    net.libvirt_qemu_dir.clear();  // no QEMU runs
+  }
   auto manager = network::NetworkManager::Start(net, *store_, UnixNow);
   if (!manager) return Fail(manager.error());
   network_ = std::move(*manager);
@@ -180,7 +189,8 @@ Status Daemon::Start() {
   topt.name = config_.transport;
   topt.agent_binary = config_.agent_binary;
   topt.agent_user = config_.agent_user;
-  // Under isolation passt and QEMU run under each workspace's own uid.
+  // passt and QEMU run under each workspace's own uid, isolated or not; isolation adds the
+  // filtering resolver.
   topt.network_isolation = net.isolation;
   topt.passt_binary = net.passt_binary;
   auto transport = workspace::MakeTransport(topt);

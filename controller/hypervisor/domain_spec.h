@@ -48,10 +48,12 @@ struct DomainSpec {
   uint16_t agent_port = 1024;
   std::string mac;  // stable per workspace, e.g. 52:54:00:xx:xx:xx
 
-  // Network isolation: QEMU runs as the workspace's own uid (the one its passt runs as), set
-  // through libvirt's DAC seclabel without relabelling: the caller owns the VM's files to the
+  // QEMU runs as the workspace's own uid (the one its passt runs as, isolated or not), set
+  // through libvirt's DAC seclabel without relabelling: the caller gives the VM's files to the
   // uid (disks and token 0600, run/ 0700) and the image's files stay root's, world-readable.
-  // 0: libvirt's default user (libvirt-qemu), which libvirt relabels files for.
+  // The gid is the host's kvm group where there is one (/dev/kvm is root:kvm 0660), else the
+  // uid's own. 0: libvirt's default user (libvirt-qemu); only specs that run no QEMU (the unix
+  // transport on libvirt's test driver) leave it so.
   uint32_t run_as_uid = 0;
   uint32_t run_as_gid = 0;
 };

@@ -109,11 +109,13 @@ std::string RenderDomainXml(const DomainSpec& spec) {
   add("    <memballoon model='virtio'/>");
   add("  </devices>");
   if (spec.run_as_uid != 0) {
-    // "+N" is a numeric id: the workspace uids have no passwd entry. relabel='no': berthd gives
-    // the VM's own files (disks, token, run/) to the uid itself; libvirt's relabelling would
-    // also chown the image's backing disk, kernel and initrd, which every workspace shares, to
-    // this one uid (measured: the backing disk stayed that uid's after the VM stopped), making
-    // them writable by one guest's QEMU.
+    // Each workspace's QEMU runs as its own uid (issue 12), so one escaped QEMU reads no other
+    // workspace's disks or token. "+N" is a numeric id: the workspace uids have no passwd entry.
+    // relabel='no': berthd gives the VM's own files (disks, token, run/) to the uid itself;
+    // libvirt's relabelling would also chown the image's backing disk, which every workspace
+    // shares, to this one uid, and leave it so after the VM stops (measured on libvirt 9.0:
+    // while running both the overlay and its backing file were uid:gid, after destroy only the
+    // overlay went back to root), making the base writable by one guest's QEMU.
     add("  <seclabel type='static' model='dac' relabel='no'>");
     add(fmt::format("    <label>+{}:+{}</label>", spec.run_as_uid, spec.run_as_gid));
     add("  </seclabel>");

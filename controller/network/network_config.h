@@ -19,14 +19,16 @@
 namespace berth::network {
 
 struct NetworkConfig {
-  // Off: no firewall, no filtering resolver, passt and QEMU run as before and every workspace
-  // reports network.isolated false. For hosts without nftables; never the default.
+  // Off: no firewall, no filtering resolver, and every workspace reports network.isolated false
+  // (passt and QEMU still run as the workspace's own uid). For hosts without nftables; never the
+  // default.
   bool isolation = true;
   // Private ranges the operator opens to every workspace (a company's package proxy). They
   // reopen only the closed private, shared and link-local ranges: loopback and the host's own
   // addresses stay closed whatever this says (a config naming loopback is refused).
   std::vector<Cidr> open_cidrs;
-  // Each workspace gets one uid of this range for its passt and QEMU; nftables matches it.
+  // Each workspace gets one uid of this range for its passt and QEMU (isolation on or off);
+  // nftables matches it.
   // Far above Debian's dynamic ranges (system < 1000, users < 60000, systemd's DynamicUser
   // 61184–65519, container subuids from 100000 in 65536 blocks), and at most 65536 uids so
   // that each maps onto its own resolver address in 127.77.0.0/16.
@@ -40,7 +42,8 @@ struct NetworkConfig {
   // libvirt's per-domain state (the master key QEMU reads at start) lives under this
   // directory, which Debian makes 0750 libvirt-qemu: a QEMU running as a workspace uid cannot
   // reach it. Start() adds search permission for others (o+x, not read: nobody lists it), as
-  // libvirt's own packaging does (0751). Empty: leave it alone.
+  // libvirt's own packaging does (0751), isolation on or off. Empty: leave it alone (berthd
+  // leaves it empty for the unix transport, which runs no QEMU).
   std::string libvirt_qemu_dir = "/var/lib/libvirt/qemu";
 };
 

@@ -29,6 +29,20 @@ std::vector<std::string> Upstreams(const NetworkConfig& config) {
   return NameserversFromResolvConf(text.str());
 }
 
+// libvirt's per-domain state (QEMU's master key) is under `dir`, which Debian makes 0750
+// libvirt-qemu: a QEMU running as a workspace uid needs search permission there (o+x, not
+// read: nobody lists it), as libvirt's own packaging gives it (0751).
+void AllowQemuUidsIn(const std::string& dir) {
+  if (dir.empty()) return;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & S_IXOTH)) return;
+  if (::chmod(dir.c_str(), (st.st_mode & 07777) | S_IXOTH) == 0) {
+    spdlog::info("{} is now searchable by the workspaces' QEMU uids (o+x)", dir);
+  } else {
+    spdlog::warn("cannot add o+x to {}: QEMU under a workspace uid will not start", dir);
+  }
+}
+
 }  // namespace
 
 NetworkManager::NetworkManager(NetworkConfig config, store::Store& store, std::function<int64_t()> clock)
@@ -42,6 +56,8 @@ NetworkManager::~NetworkManager() = default;
 Result<std::unique_ptr<NetworkManager>> NetworkManager::Start(const NetworkConfig& config, store::Store& store,
                                                               std::function<int64_t()> clock) {
   std::unique_ptr<NetworkManager> m(new NetworkManager(config, store, std::move(clock)));
+  // With isolation on or off, QEMU runs as the workspace's uid and must reach its master key.
+  AllowQemuUidsIn(config.libvirt_qemu_dir);
   if (!config.isolation) {
     spdlog::warn("guest network isolation is off (network.isolation): guests reach the host's "
                  "loopback and every address passt can connect to");
@@ -53,16 +69,6 @@ Result<std::unique_ptr<NetworkManager>> NetworkManager::Start(const NetworkConfi
     return m;
   }
   m->firewall_ = std::move(*firewall);
-  if (!config.libvirt_qemu_dir.empty()) {
-    struct stat st {};
-    if (::stat(config.libvirt_qemu_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
-      if (::chmod(config.libvirt_qemu_dir.c_str(), (st.st_mode & 07777) | S_IXOTH) == 0) {
-        spdlog::info("network: {} is now searchable by the workspaces' QEMU uids (o+x)", config.libvirt_qemu_dir);
-      } else {
-        spdlog::warn("network: cannot add o+x to {}: QEMU under a workspace uid will not start", config.libvirt_qemu_dir);
-      }
-    }
-  }
   ResolverHostOptions ropt;
   ropt.upstreams = Upstreams(config);
   if (ropt.upstreams.empty()) {
@@ -114,14 +120,18 @@ Status NetworkManager::Reconcile() {
 }
 
 Status NetworkManager::BeforeBoot(Workspace& ws) {
-  if (!config_.isolation) return {};
-  if (install_error_) {
+  if (config_.isolation && install_error_) {
+    // failed_precondition: the boot loop ends the boot in error at once (another attempt
+    // would fail the same way).
     return Fail(ErrorCode::kFailedPrecondition,
                 fmt::format("guest network isolation is not in place, so no guest boots: {}", install_error_->message));
   }
+  // The workspace's own uid, isolated or not: its QEMU and passt run as it (a workspace made
+  // before uids existed gets one now), so one escaped QEMU reaches no other workspace's files.
   auto uid = store_.AssignNetworkUid(ws.id, range_.first, range_.count);
   if (!uid) return Fail(uid.error());
   ws.net_uid = *uid;
+  if (!config_.isolation) return {};
   auto u = static_cast<uid_t>(*uid);
   std::lock_guard lock(apply_mutex_);
   // The stored policy, not the caller's copy: a PATCH may have landed since the boot read it.

@@ -5,16 +5,18 @@
 // Where the service calls it:
 //   daemon start        NetworkManager::Start (installs the table, drops the rules of deleted
 //                       workspaces, re-applies the others, restarts the resolvers of live VMs)
-//   before a boot or    BeforeBoot(ws), before Transport::BeforeStart: assigns ws.net_uid, applies
-//   a resume            the policy's rules, starts the resolver
+//   before a boot or    BeforeBoot(ws), before Transport::BeforeStart: assigns ws.net_uid (the
+//   a resume            uid its QEMU and passt run as), applies the policy's rules, starts the
+//                       resolver
 //   policy changed      ApplyPolicy(ws) after the new policy is stored
 //   VM stopped/saved    AfterStop(ws)
 //   workspace deleted   Remove(ws)
 //   API status          Read(ws); the idle loop's TakeDenied(ws) for `egress_denied` events
 //
-// With network.isolation off nothing is installed, BeforeBoot assigns nothing, and Status says
-// isolated: false. If the table cannot be installed, berthd still serves the API but BeforeBoot
-// fails with that reason, so no guest boots unfiltered.
+// With network.isolation off nothing is installed and Status says isolated: false, but BeforeBoot
+// still assigns the workspace its uid: QEMU and passt run under it either way (issue 12). If the
+// table cannot be installed, berthd still serves the API but BeforeBoot fails with that reason,
+// so no guest boots unfiltered.
 //
 // Thread safety: every method may be called from any thread; all of them block (netlink,
 // SQLite): call them off I/O threads.
@@ -73,8 +75,9 @@ class NetworkManager {
   // Why guests cannot boot (the table could not be installed), if so.
   std::optional<Error> install_error() const { return install_error_; }
 
-  // Before a boot or a resume, before the transport starts passt. Sets ws.net_uid (stored) and
-  // ws.network (re-read from the store, which is what gets applied).
+  // Before a boot or a resume, before the transport starts passt. Sets ws.net_uid (stored; with
+  // isolation on or off) and, under isolation, ws.network (re-read from the store, which is what
+  // gets applied).
   Status BeforeBoot(workspace::Workspace& ws);
   // The policy stored for `ws` (re-read: the caller stores first, then calls this) applies now:
   // rules rewritten in one transaction (established connections it forbids are cut at their

@@ -1,8 +1,47 @@
 #include "controller/store/sqlite.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace berth::store {
+
+namespace {
+
+// Makes `path` the owner's only, creating it 0600 when it is missing (never readable by others,
+// not even for a moment). An existing file (a database made before berthd's umask was 077 is
+// 0644) is narrowed. Never through a symlink. ENOENT for a -wal or -shm that is not there is fine.
+Status MakePrivate(const std::string& path, bool create) {
+  int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | (create ? O_CREAT : 0);
+  int fd = ::open(path.c_str(), flags, 0600);
+  if (fd < 0) {
+    if (!create && errno == ENOENT) return {};
+    return Fail(ErrnoError(errno, "open " + path));
+  }
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  if (rc == 0 && (st.st_mode & 077) != 0) rc = ::fchmod(fd, st.st_mode & 0700);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Fail(ErrnoError(err, "make " + path + " private"));
+  return {};
+}
+
+// The database file and its companions: SQLite gives -wal and -shm the main file's mode (and
+// owner), so a private main file keeps the ones it creates private; those left by an earlier
+// run are narrowed here.
+Status MakeDatabasePrivate(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.starts_with("file:")) return {};
+  if (auto s = MakePrivate(path, true); !s) return s;
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    if (auto s = MakePrivate(path + suffix, false); !s) return s;
+  }
+  return {};
+}
+
+}  // namespace
 
 Error SqliteError(sqlite3* db, std::string_view what) {
   int code = sqlite3_extended_errcode(db);
@@ -91,6 +130,10 @@ std::optional<int64_t> Statement::OptInt(int column) const {
 // ---------------------------------------------------------------------------------------------
 
 Result<Database> Database::Open(const std::string& path) {
+  // The database holds key hashes and every workspace's env: its files are 0600 (issue 12).
+  if (auto s = MakeDatabasePrivate(path); !s) {
+    return Fail(ErrorCode::kUnavailable, fmt::format("open database {}: {}", path, s.error().message));
+  }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,

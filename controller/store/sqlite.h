@@ -67,7 +67,9 @@ class Statement {
 
 class Database {
  public:
-  // Opens (creating) the file, or ":memory:". Sets WAL, foreign keys, a busy timeout.
+  // Opens (creating) the file, or ":memory:". Sets WAL, foreign keys, a busy timeout. The file
+  // and its -wal, -shm and -journal are the owner's only (0600): created so, and narrowed when
+  // an earlier run left them readable by others. A symlink in the file's place is refused.
   static Result<Database> Open(const std::string& path);
 
   Result<Statement> Prepare(std::string_view sql);

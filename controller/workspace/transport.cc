@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <pwd.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -27,8 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr uint16_t kAgentPort = 1024;  // the agent's vsock and TCP port in every image
 
-// run/ belongs to the QEMU user (under network isolation, the workspace's own uid): QEMU creates
-// the VNC socket there and passt its socket, pid file and log.
+// run/ belongs to the workspace's uid: QEMU creates the VNC socket there and passt its socket,
+// pid file and log. 0700, so those sockets are the workspace's alone.
 Status PrepareRunDir(const Layout& layout, uid_t uid, gid_t gid) {
   std::error_code ec;
   fs::create_directories(layout.run_dir(), ec);
@@ -39,24 +39,18 @@ Status PrepareRunDir(const Layout& layout, uid_t uid, gid_t gid) {
       return Fail(ErrnoError(errno, "chown " + layout.run_dir().string()));
     }
   }
-  chmod(layout.run_dir().c_str(), 0700);
+  if (chmod(layout.run_dir().c_str(), 0700) != 0) {
+    return Fail(ErrnoError(errno, "chmod " + layout.run_dir().string()));
+  }
   return {};
 }
 
-Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
-  passwd* pw = getpwnam(qemu_user.c_str());
-  if (pw == nullptr) {
-    std::error_code ec;
-    fs::create_directories(layout.run_dir(), ec);
-    if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.run_dir().string()));
-    return {};
-  }
-  return PrepareRunDir(layout, pw->pw_uid, pw->pw_gid);
-}
-
-// Under isolation every workspace's QEMU runs as its own uid and libvirt relabels nothing
-// (domain_xml.cc says why): the VM's own files become that uid's, 0600, so QEMU opens them and
-// no other workspace's uid reads them (qemu-img leaves 0644). lchown: never through a link.
+// Every workspace's QEMU runs as its own uid and libvirt relabels nothing (domain_xml.cc says
+// why): the VM's own files become that uid's, 0600, so its QEMU opens them and no other
+// workspace's uid reads them. Disks made before berthd's umask was 077 are 0644 (and, from
+// libvirt's relabelling under the shared QEMU user, may be libvirt-qemu's): this fixes them at
+// their next boot. The workspace directory is root's, so nothing in it is a link the uid
+// planted; lchown anyway.
 Status OwnFiles(const Layout& layout, uid_t uid) {
   for (const auto& path : {layout.root_disk(), layout.data_disk(), layout.token()}) {
     if (::lchown(path.c_str(), uid, uid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
@@ -65,6 +59,29 @@ Status OwnFiles(const Layout& layout, uid_t uid) {
     }
   }
   return {};
+}
+
+// The console log is the guest's own output (virtlogd writes it, as root): created 0600 before
+// the boot so virtlogd appends to a private file whatever its own mode would be, and narrowed
+// when an older berthd left it readable. Never through a link.
+Status MakeConsolePrivate(const Layout& layout) {
+  int fd = ::open(layout.serial_log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+  if (fd < 0) return Fail(ErrnoError(errno, "create " + layout.serial_log().string()));
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  if (rc == 0 && (st.st_mode & 077) != 0) rc = ::fchmod(fd, 0600);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Fail(ErrnoError(err, "make " + layout.serial_log().string() + " private"));
+  return {};
+}
+
+// The gid of group `name`, if there is one (read once: getgrnam is not thread-safe).
+std::optional<gid_t> GroupId(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  struct group* g = ::getgrnam(name.c_str());
+  if (g == nullptr) return std::nullopt;
+  return g->gr_gid;
 }
 
 // Ends the process in `pid_file` if it is alive and its command line mentions `marker` (a
@@ -97,34 +114,32 @@ void KillFromPidFile(const fs::path& pid_file, const std::string& marker,
 
 class VmTransport : public Transport {
  public:
-  VmTransport(bool vsock, TransportOptions options) : vsock_(vsock), options_(std::move(options)) {}
+  VmTransport(bool vsock, TransportOptions options)
+      : vsock_(vsock), options_(std::move(options)), qemu_gid_(GroupId(options_.qemu_group)) {}
   std::string_view name() const override { return vsock_ ? "vsock" : "forward"; }
 
   Status BeforeStart(Workspace& ws, const Layout& layout, bool /*resume*/,
                      hypervisor::DomainSpec& spec) override {
-    network::PasstOptions passt;
-    if (options_.network_isolation) {
-      if (!ws.net_uid) {
-        return Fail(ErrorCode::kFailedPrecondition,
-                    fmt::format("workspace {} has no network uid: NetworkManager::BeforeBoot must run "
-                                "before the transport starts passt", ws.id));
-      }
-      auto uid = static_cast<uid_t>(*ws.net_uid);
-      if (auto s = PrepareRunDir(layout, uid, uid); !s) return s;
-      if (auto s = OwnFiles(layout, uid); !s) return s;
-      passt.uid = uid;
-      passt.gid = uid;
-      passt.dns = network::kGuestDnsAddress;
-      spec.run_as_uid = uid;
-      spec.run_as_gid = uid;
-    } else {
-      if (auto s = PrepareRunDir(layout, options_.qemu_user); !s) return s;
-      passt.user = options_.qemu_user;
+    if (!ws.net_uid) {
+      // internal, not failed_precondition: the boot loop reads that as "overtaken" and says nothing.
+      return Fail(ErrorCode::kInternal,
+                  fmt::format("workspace {} has no uid of its own: NetworkManager::BeforeBoot must run "
+                              "before the transport starts passt", ws.id));
     }
+    auto uid = static_cast<uid_t>(*ws.net_uid);
+    if (auto s = PrepareRunDir(layout, uid, uid); !s) return s;
+    if (auto s = OwnFiles(layout, uid); !s) return s;
+    if (auto s = MakeConsolePrivate(layout); !s) return s;
+    network::PasstOptions passt;
+    passt.uid = uid;
+    passt.gid = uid;
+    if (options_.network_isolation) passt.dns = network::kGuestDnsAddress;
+    spec.run_as_uid = uid;
+    spec.run_as_gid = qemu_gid_.value_or(uid);
     // A passt left from a VM that never connected (a failed start) holds the socket path.
     KillFromPidFile(layout.passt_pid(), layout.passt_socket().string());
     // A log of an earlier boot under another owner would stop passt from writing it.
-    if (options_.network_isolation) ::unlink(layout.passt_log().c_str());
+    ::unlink(layout.passt_log().c_str());
     passt.binary = options_.passt_binary;
     passt.socket_path = layout.passt_socket().string();
     passt.pid_file = layout.passt_pid().string();
@@ -179,6 +194,7 @@ class VmTransport : public Transport {
  private:
   bool vsock_;
   TransportOptions options_;
+  std::optional<gid_t> qemu_gid_;
 };
 
 // berth-agent as a host process per workspace, for tests on libvirt's test driver.

@@ -41,13 +41,17 @@ class Transport {
 struct TransportOptions {
   std::string name = "auto";    // which transport: auto | vsock | forward | unix
   std::string passt_binary = "/usr/bin/passt";
-  std::string qemu_user = "libvirt-qemu";  // passt runs as the user QEMU runs as
   std::string agent_binary;     // unix: the berth-agent to run
   std::string agent_user;       // unix: its --default-user
-  // Guest network isolation (controller/network/network_manager.h): passt and QEMU run as the
-  // workspace's own uid (ws.net_uid, which NetworkManager::BeforeBoot assigns before the
-  // transport's BeforeStart), passt points the guest's DNS at the filtering resolver, run/
-  // belongs to that uid and the disks and token are made private to it.
+  // vsock and forward: every workspace's passt and QEMU run as the workspace's own uid
+  // (ws.net_uid, which NetworkManager::BeforeBoot assigns before the transport's BeforeStart,
+  // with isolation on or off); run/ belongs to that uid and the disks and token are made
+  // private to it (0600). QEMU's group is `qemu_group` (Debian's /dev/kvm is root:kvm 0660; with
+  // the uid's own gid QEMU fails "failed to initialize kvm: Permission denied", measured), or
+  // the uid's own gid when no such group exists. passt's group is always the uid's own.
+  std::string qemu_group = "kvm";
+  // Guest network isolation (controller/network/network_manager.h): passt points the guest's
+  // DNS at the filtering resolver.
   bool network_isolation = false;
 };
 

@@ -16,7 +16,7 @@ add_dependencies(integration_agent_signals berth-agent)
 berth_add_test(integration_berthd_hardening
                SOURCES integration/berthd_scopes_test.cc integration/berthd_hostile_test.cc
                        integration/berthd_mcp_auth_test.cc integration/berthd_types_test.cc
-                       integration/berthd_fds_test.cc
+                       integration/berthd_fds_test.cc integration/berthd_files_test.cc
                LIBS berth_test_berthd LABELS integration TIMEOUT 600)
 set_tests_properties(integration_berthd_hardening PROPERTIES
                      ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")

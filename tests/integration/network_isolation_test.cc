@@ -317,13 +317,21 @@ TEST_CASE_METHOD(Fixture, "a restart leaves the rules right: no duplicates, noth
   CHECK_FALSE(Reaches(ua, "203.0.113.10"));
 }
 
-TEST_CASE_METHOD(Fixture, "isolation off: nothing installed, and the status says so", "[network][netns]") {
+TEST_CASE_METHOD(Fixture, "isolation off: nothing installed and the status says so, but each workspace still gets a uid of its own",
+                 "[network][netns]") {
   config.isolation = false;
   auto ws = Add("ws_off", R"({"egress":"none"})");
+  auto other = Add("ws_off2", R"({"egress":"open"})");
   auto m = NetworkManager::Start(config, *store, [] { return int64_t{0}; });
   REQUIRE(m);
   REQUIRE((*m)->BeforeBoot(ws));
-  CHECK_FALSE(ws.net_uid);
+  REQUIRE((*m)->BeforeBoot(other));
+  // QEMU and passt run as it (issue 12): distinct, from the range, stored, and kept across boots.
+  REQUIRE(ws.net_uid == kFirst);
+  REQUIRE(other.net_uid == kFirst + 1);
+  CHECK(store->GetWorkspaceById("ws_off")->net_uid == kFirst);
+  REQUIRE((*m)->BeforeBoot(ws));
+  CHECK(ws.net_uid == kFirst);
   CHECK(std::system("nft list table inet berth >/dev/null 2>&1") != 0);
   auto status = (*m)->Read(ws);
   REQUIRE(status);

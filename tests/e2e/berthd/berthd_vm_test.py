@@ -15,11 +15,17 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
   - an idle workspace stops itself; an exec wakes it
   - another tenant sees none of it
   - the console log is virtlogd's (bounded), the agent token on no command line
+  - each workspace's QEMU and passt run as its own uid; its disks, token and run/ are that uid's
+    alone (0600 / 0700), the database 0600, the shared backing image still root's; neither
+    nobody nor the other workspace's uid can open them
   - delete removes the domains and the disks
 
 Needs root, libvirt and the base image (images/build base). Exit 0 PASS, 1 FAIL, 77 SKIP.
+BERTH_E2E_ISOLATION=off runs it with "network": {"isolation": false} (the uid checks hold
+either way).
 """
 
+import grp
 import json
 import os
 import secrets
@@ -34,6 +40,73 @@ from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failu
                             accel, check, log, our_domains, virsh)
 
 T = "e2e_berthd_vms"
+ISOLATION = os.environ.get("BERTH_E2E_ISOLATION", "on") != "off"
+
+
+def run_as(uid, *cmd):
+    """cmd as uid (gid the same, no supplementary groups): the CompletedProcess."""
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd],
+                          capture_output=True, text=True)
+
+
+def process_uids(needle):
+    """The real uids of the processes whose command line contains needle."""
+    out = subprocess.run(["ps", "-eo", "ruid=,rgid=,args="], capture_output=True, text=True).stdout
+    return [tuple(int(x) for x in line.split(None, 2)[:2]) for line in out.splitlines()
+            if needle in line and "ps -eo" not in line]
+
+
+def check_private_files(data, ids):
+    """Each running workspace's QEMU and passt run as a uid of its own, which alone opens its
+    files; berthd's own files are its own (issue 12)."""
+    uids = {}
+    for ws in ids:
+        d = os.path.join(data, "workspaces", ws)
+        qemu = process_uids(f"guest=berth-{ws},")
+        passt = process_uids(os.path.join(d, "run", "passt.sock"))
+        check(len(qemu) == 1, f"QEMU of {ws}: {qemu}")
+        check(passt and all(u == passt[0][0] for u, _ in passt), f"passt of {ws}: {passt}")
+        uid, gid = qemu[0]
+        check(uid >= 2000000 and passt[0][0] == uid,
+              f"{ws}: QEMU runs as {uid}, passt as {passt[0][0]}: not one workspace uid")
+        # QEMU's group is kvm (to open /dev/kvm); passt's the uid's own.
+        check(gid == grp.getgrnam("kvm").gr_gid and passt[0][1] == uid,
+              f"{ws}: QEMU's gid {gid}, passt's {passt[0][1]}")
+        for name, mode in (("root.qcow2", 0o600), ("data.qcow2", 0o600), ("token", 0o600),
+                           ("run", 0o700)):
+            st = os.lstat(os.path.join(d, name))
+            check(st.st_uid == uid and (st.st_mode & 0o7777) == mode,
+                  f"{ws}/{name}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}, "
+                  f"not {uid} {oct(mode)}")
+        st = os.stat(d)
+        check(st.st_uid == 0 and (st.st_mode & 0o7777) == 0o711, f"{d}: {oct(st.st_mode)}")
+        # The image's backing disk is shared by every workspace: libvirt must not have given it to
+        # this one (relabel='no'), and no workspace uid may write it.
+        info = json.loads(subprocess.run(["qemu-img", "info", "-U", "--output=json",
+                                          os.path.join(d, "root.qcow2")],
+                                         capture_output=True, text=True, check=True).stdout)
+        backing = info.get("full-backing-filename") or info.get("backing-filename")
+        check(backing, f"{ws}: root.qcow2 has no backing file: {info}")
+        st = os.stat(backing)
+        check(st.st_uid == 0 and (st.st_mode & 0o022) == 0 and (st.st_mode & 0o004),
+              f"backing {backing}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}")
+        uids[ws] = uid
+    check(len(set(uids.values())) == len(uids), f"workspaces share a uid: {uids}")
+    for name in ("berth.db", "berth.db-wal", "berth.db-shm", "admin.key"):
+        path = os.path.join(data, name)
+        mode = os.lstat(path).st_mode & 0o7777
+        check(mode == 0o600, f"{name} is {oct(mode)}")
+    # Another local user, and the other workspace's QEMU uid, open nothing of a workspace's.
+    for ws in ids:
+        d = os.path.join(data, "workspaces", ws)
+        others = [65534] + [u for w, u in uids.items() if w != ws]
+        for other in others:
+            for name in ("root.qcow2", "data.qcow2", "token", "run/passt.sock", "../../berth.db"):
+                r = run_as(other, "head", "-c", "1", os.path.join(d, name))
+                check(r.returncode != 0 and "Permission denied" in r.stderr,
+                      f"uid {other} read {ws}/{name}: rc {r.returncode} {r.stderr.strip()}")
+    log(f"workspace uids {sorted(uids.values())}: files private to each, backing image root's")
+    return uids
 
 
 def main():
@@ -52,10 +125,11 @@ def main():
     data = tempfile.mkdtemp(prefix="berthd-e2e-", dir="/var/lib")
     os.chmod(data, 0o711)
     config = os.path.join(data, "config.json")
+    network = {} if ISOLATION else {"network": {"isolation": False}}
     with open(config, "w") as f:
         json.dump({"listen": "127.0.0.1:0", "data_dir": data,
                    "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
-                   "idle_poll_ms": 1000, "stop_grace_s": 30}, f)
+                   "idle_poll_ms": 1000, "stop_grace_s": 30, **network}, f)
     berthd = Berthd(data, config)
     ids = []
     api = None
@@ -64,14 +138,15 @@ def main():
         url = berthd.start()
         key = open(os.path.join(data, "admin.key")).read().strip()
         api = Api(url, key)
-        log(f"berthd at {url} ({accel()} guests, transport {api.ok('GET', '/v1/health').get('transport')})")
+        log(f"berthd at {url} ({accel()} guests, transport {api.ok('GET', '/v1/health').get('transport')}, "
+            f"network isolation {'on' if ISOLATION else 'off'})")
         # Every restart below is on this same port, while VMs (and their passt) run: a child that
         # inherited berthd's listening socket would make the bind fail.
         first_url = url
         with open(config, "w") as f:
             json.dump({"listen": url.split("//", 1)[1], "data_dir": data,
                        "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
-                       "idle_poll_ms": 1000, "stop_grace_s": 30}, f)
+                       "idle_poll_ms": 1000, "stop_grace_s": 30, **network}, f)
 
         # --- two creates at once; berthd killed in the middle -------------------------------
         a = api.ok("POST", "/v1/workspaces", {"name": "e2e-a", "size": "small", "disk_gib": 4},
@@ -98,6 +173,7 @@ def main():
               f"workspace dirs: {os.listdir(os.path.join(data, 'workspaces'))}")
         host = api.exec(b, "hostname")
         check(host["stdout"].strip() == "e2e-b", f"hostname of b: {host}")
+        check_private_files(data, [a, b])
         api.ok("DELETE", f"/v1/workspaces/{b}")
 
         # --- exec, a file, a package, the network -----------------------------------------
@@ -129,6 +205,10 @@ def main():
         api.ok("POST", f"/v1/workspaces/{a}/hibernate")
         api.wait(a, "hibernated", 600)
         figures["hibernate_s"] = round(time.monotonic() - t0, 1)
+        # The memory image holds whatever the guest held: libvirt's, and nobody else's.
+        save = f"/var/lib/libvirt/qemu/save/berth-{a}.save"
+        st = os.stat(save)
+        check((st.st_mode & 0o077) == 0, f"{save}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}")
         t0 = time.monotonic()
         api.ok("POST", f"/v1/workspaces/{a}/start")
         api.wait(a, "running", 600)
@@ -190,6 +270,9 @@ def main():
                           if "qemu-system" in l and f"guest=berth-{a}," in l), "")
         check("id=charserial0,path=/dev/fdset/" in qemu_line,
               f"the console is not a virtlogd file: {qemu_line[:300]}")
+        console = os.stat(os.path.join(data, "workspaces", a, "console.log"))
+        check((console.st_mode & 0o077) == 0,
+              f"console.log: owner {console.st_uid} mode {oct(console.st_mode & 0o7777)}")
         berthd.stop()
         check(berthd.proc.returncode == 0, f"berthd exited {berthd.proc.returncode} on SIGTERM")
         check(virsh("domstate", f"berth-{a}").stdout.strip() == "running", "SIGTERM stopped the VM")
