@@ -142,6 +142,8 @@ struct Fixture {
       std::ofstream(layout.data_disk()) << "data";
       return {};
     };
+    // Not the free space of the machine the tests run on.
+    options.disk_floor = DiskFloor{0, 0.0};
     if (customize) customize(options);
     StartService();
   }
