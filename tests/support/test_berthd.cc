@@ -50,6 +50,10 @@ TestBerthd::TestBerthd(const std::function<void(Config&)>& customize) : dir_("be
   // Tests do not depend on the free space of the machine they run on (the disk floor's own
   // test sets one, with a fake free space).
   config_.min_free_disk = workspace::DiskFloor{0, 0.0};
+  // Nor do berthd's default limits stand in the way of tests that make many workspaces; the
+  // quota tests set tenants' own limits, or these by `customize`.
+  config_.limits = workspace::Limits{workspace::kMaxLimit, workspace::kMaxLimit,
+                                     workspace::kMaxLimit, workspace::kMaxLimit};
   if (customize) customize(config_);
   daemon_ = std::make_unique<Daemon>(config_);
   if (auto s = daemon_->Start(); !s) throw std::runtime_error("berthd: " + s.error().message);
