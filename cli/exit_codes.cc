@@ -15,6 +15,8 @@ int ExitCodeFor(ErrorCode code) {
     case ErrorCode::kMethodNotAllowed:
     case ErrorCode::kTooLarge:
     case ErrorCode::kResourceExhausted:
+    case ErrorCode::kQuotaExceeded:
+    case ErrorCode::kInsufficientStorage:
     case ErrorCode::kInternal:
     case ErrorCode::kNoSpace: return kExitError;
   }

@@ -28,6 +28,9 @@ constexpr CodeInfo kCodes[] = {
     {ErrorCode::kUnavailable, "unavailable", 503},
     {ErrorCode::kDeadlineExceeded, "deadline_exceeded", 504},
     {ErrorCode::kNoSpace, "no_space", 507},
+    // After resource_exhausted and no_space: a bare 429 or 507 from a peer reads as those.
+    {ErrorCode::kQuotaExceeded, "quota_exceeded", 429},
+    {ErrorCode::kInsufficientStorage, "insufficient_storage", 507},
 };
 
 const CodeInfo& Info(ErrorCode code) {

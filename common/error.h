@@ -23,6 +23,13 @@ enum class ErrorCode {
   kUnavailable,         // 503: try again later (a VM booting, a daemon down)
   kDeadlineExceeded,    // 504
   kNoSpace,             // 507: the disk is full
+  // 429: a tenant's limit (workspaces, vCPUs, memory, disk) would be passed. Not
+  // resource_exhausted: nothing clears by itself, so no Retry-After; the tenant frees some of
+  // its use (stops or deletes a workspace) or the operator raises the limit.
+  kQuotaExceeded,
+  // 507: the host is short of disk (berthd's data directory below its minimum free), so it
+  // refuses to make disks. Not no_space, which is a guest's own disk being full.
+  kInsufficientStorage,
 };
 
 // Not an aggregate on purpose: g++ 12 destroys an aggregate temporary twice when it is built
@@ -30,8 +37,14 @@ enum class ErrorCode {
 struct [[nodiscard]] Error {
   Error() = default;
   Error(ErrorCode c, std::string m) : code(c), message(std::move(m)) {}
+  Error(ErrorCode c, std::string m, std::string d)
+      : code(c), message(std::move(m)), details(std::move(d)) {}
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
+  // A JSON object (as text) sent as the error body's "details" when not empty, for a caller
+  // that acts on the numbers (quota_exceeded: {limit, allowed, in_use, requested}). Text, so
+  // that this header needs no JSON library.
+  std::string details;
 };
 
 // std::expected with [[nodiscard]] on the type: every function that returns a Result or a

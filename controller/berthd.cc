@@ -29,6 +29,50 @@ namespace berth {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+Result<workspace::Limits> ParseLimitsConfig(const nlohmann::json& v) {
+  if (!v.is_object()) return Fail(ErrorCode::kInvalidArgument, "must be an object");
+  workspace::Limits out;
+  for (const auto& [k, n] : v.items()) {
+    int64_t* field = k == "workspaces"   ? &out.workspaces
+                     : k == "vcpus"      ? &out.vcpus
+                     : k == "memory_mib" ? &out.memory_mib
+                     : k == "disk_gib"   ? &out.disk_gib
+                                         : nullptr;
+    if (field == nullptr) return Fail(ErrorCode::kInvalidArgument, fmt::format("unknown key '{}'", k));
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > workspace::kMaxLimit) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("'{}' must be an integer between 0 and {}", k, workspace::kMaxLimit));
+    }
+    *field = n.get<int64_t>();
+  }
+  return out;
+}
+
+Result<workspace::DiskFloor> ParseDiskFloorConfig(const nlohmann::json& v) {
+  if (!v.is_object()) return Fail(ErrorCode::kInvalidArgument, "must be an object");
+  workspace::DiskFloor out;
+  for (const auto& [k, n] : v.items()) {
+    if (k == "bytes") {
+      if (!n.is_number_integer() || n.get<int64_t>() < 0) {
+        return Fail(ErrorCode::kInvalidArgument, "'bytes' must be a non-negative integer");
+      }
+      out.min_free_bytes = n.get<uint64_t>();
+    } else if (k == "percent") {
+      if (!n.is_number() || n.get<double>() < 0 || n.get<double>() > 100) {
+        return Fail(ErrorCode::kInvalidArgument, "'percent' must be a number between 0 and 100");
+      }
+      out.min_free_percent = n.get<double>();
+    } else {
+      return Fail(ErrorCode::kInvalidArgument, fmt::format("unknown key '{}'", k));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Status Config::LoadFile(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return Fail(ErrnoError(errno, "open " + path.string()));
@@ -60,6 +104,20 @@ Status Config::LoadFile(const fs::path& path) {
       else if (k == "max_connections_per_source") max_connections_per_source = v.get<int>();
       else if (k == "max_connections_per_key") max_connections_per_key = v.get<int>();
       else if (k == "unauthenticated_header_timeout_s") unauthenticated_header_timeout_s = v.get<int>();
+      else if (k == "limits") {
+        auto parsed = ParseLimitsConfig(v);
+        if (!parsed) {
+          return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: limits: {}", path.string(), parsed.error().message));
+        }
+        limits = *parsed;
+      } else if (k == "min_free_disk") {
+        auto parsed = ParseDiskFloorConfig(v);
+        if (!parsed) {
+          return Fail(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: min_free_disk: {}", path.string(), parsed.error().message));
+        }
+        min_free_disk = *parsed;
+      }
       else if (k == "network") {
         auto parsed = network::ParseNetworkConfig(v);
         if (!parsed) {
@@ -207,6 +265,9 @@ Status Daemon::Start() {
   sopt.reconcile_every = std::chrono::seconds(config_.reconcile_every_s);
   sopt.image_gc_every = std::chrono::seconds(config_.image_gc_every_s);
   sopt.network = network_.get();
+  sopt.default_limits = config_.limits;
+  sopt.disk_floor = config_.min_free_disk;
+  sopt.host_disk = config_.host_disk_for_test;
   service_ = std::make_unique<workspace::WorkspaceService>(*store_, *hypervisor_,
                                                            std::move(*transport), std::move(sopt));
   if (auto s = service_->Run(); !s) return s;

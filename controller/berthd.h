@@ -15,6 +15,8 @@
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "controller/network/network_config.h"
+#include "controller/workspace/host_disk.h"
+#include "controller/workspace/quota.h"
 
 namespace berth {
 
@@ -59,6 +61,14 @@ struct Config {
   // Guest network isolation ("network": {...}, controller/network/network_config.h). On by
   // default; the unix transport (tests: no guests) never installs rules.
   network::NetworkConfig network;
+  // Every tenant's limits unless the operator set its own (PATCH /v1/tenants/{id}):
+  // "limits": {"workspaces": 50, "vcpus": 16, "memory_mib": 32768, "disk_gib": 2048}.
+  workspace::Limits limits;
+  // Creates are refused while the data directory's file system has less free than either:
+  // "min_free_disk": {"bytes": 5368709120, "percent": 5}.
+  workspace::DiskFloor min_free_disk;
+  // The free space of the data directory; statvfs unless a test injects its own.
+  workspace::HostDiskSource host_disk_for_test;
 
   // Reads a JSON config file; keys as the fields above ("listen", "data_dir", ...). Flags
   // given on the command line win over the file (the caller applies them after).

@@ -142,7 +142,10 @@ Error ApiClient::ErrorFrom(const Response& response) {
     std::string code = text("code");
     std::string message = text("message");
     auto parsed = ErrorCodeFromName(code);
-    return Error{parsed.value_or(ErrorCodeForHttpStatus(response.status)), message};
+    std::string details;
+    if (auto it = e.find("details"); it != e.end() && it->is_object()) details = DumpJson(*it);
+    return Error{parsed.value_or(ErrorCodeForHttpStatus(response.status)), message,
+                 std::move(details)};
   }
   std::string snippet = response.body.substr(0, 200);
   return Error{ErrorCodeForHttpStatus(response.status),

@@ -414,6 +414,20 @@ Result<std::vector<v1::Tenant>> BerthClient::ListTenants(Deadline deadline) cons
                 verb::get, target);
 }
 
+Result<v1::TenantDetail> BerthClient::GetTenant(std::string_view tenant, Deadline deadline) const {
+  std::string target = Route(fmt::format("/v1/tenants/{}", http::PercentEncode(tenant, false)));
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::TenantDetailFromJson,
+                verb::get, target);
+}
+
+Result<v1::TenantDetail> BerthClient::SetTenantLimits(std::string_view tenant,
+                                                      const v1::TenantLimitsPatch& patch,
+                                                      Deadline deadline) const {
+  std::string target = Route(fmt::format("/v1/tenants/{}", http::PercentEncode(tenant, false)));
+  return Parsed(Call(verb::patch, target, v1::ToJson(patch), deadline), v1::TenantDetailFromJson,
+                verb::patch, target);
+}
+
 Result<v1::NewKey> BerthClient::CreateKey(const v1::CreateKey& request, Deadline deadline) const {
   std::string target = Route("/v1/keys");
   return Parsed(Call(verb::post, target, v1::ToJson(request), deadline), v1::NewKeyFromJson,

@@ -143,6 +143,11 @@ class BerthClient {
   // --- tenants and keys (admin scope) ---
   Result<v1::Tenant> CreateTenant(std::string_view name, Deadline deadline) const;
   Result<std::vector<v1::Tenant>> ListTenants(Deadline deadline) const;
+  // A tenant (id or name) with its limits and use (operator scope).
+  Result<v1::TenantDetail> GetTenant(std::string_view tenant, Deadline deadline) const;
+  // Sets or resets (null) a tenant's limits; the tenant as it is now (operator scope).
+  Result<v1::TenantDetail> SetTenantLimits(std::string_view tenant, const v1::TenantLimitsPatch& patch,
+                                           Deadline deadline) const;
   Result<v1::NewKey> CreateKey(const v1::CreateKey& request, Deadline deadline) const;
   // `tenant`: an id or name; empty for every tenant's keys.
   Result<std::vector<v1::ApiKey>> ListKeys(std::string_view tenant, Deadline deadline) const;

@@ -38,6 +38,12 @@ bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned v
   res.set(bhttp::field::content_type, "application/json");
   nlohmann::json body = {{"error",
                           {{"code", ErrorCodeName(error.code)}, {"message", error.message}}}};
+  if (!error.details.empty()) {
+    // Made by berthd itself (Error::details); a broken one is dropped, never sent half-way.
+    if (auto details = ParseJson(error.details); details && details->is_object()) {
+      body["error"]["details"] = std::move(*details);
+    }
+  }
   res.body() = DumpJson(body);
   res.prepare_payload();
   return res;

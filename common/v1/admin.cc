@@ -85,6 +85,8 @@ json ToJson(const Me& me) {
   json j = json::object();
   j["tenant"] = std::move(tenant);
   j["key"] = std::move(key);
+  if (me.limits) j["limits"] = ToJson(*me.limits);
+  if (me.usage) j["usage"] = ToJson(*me.usage);
   return j;
 }
 
@@ -102,7 +104,100 @@ Result<Me> MeFromJson(const json& j) {
   k.String("id", me.key_id).String("prefix", me.key_prefix);
   ReadScope(k, me.scope);
   if (auto done = k.Done(); !done) return Fail(done.error());
+  for (auto [key, out] : {std::pair{"limits", &me.limits}, std::pair{"usage", &me.usage}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    auto quota = TenantQuotaFromJson(*it, fmt::format("identity's {}", key));
+    if (!quota) return Fail(quota.error());
+    *out = *quota;
+  }
   return me;
+}
+
+json ToJson(const TenantQuota& q) {
+  json j = json::object();
+  j["workspaces"] = q.workspaces;
+  j["vcpus"] = q.vcpus;
+  j["memory_mib"] = q.memory_mib;
+  j["disk_gib"] = q.disk_gib;
+  return j;
+}
+
+Result<TenantQuota> TenantQuotaFromJson(const json& j, std::string_view what) {
+  TenantQuota q;
+  Reader r(j, what);
+  r.Integer("workspaces", q.workspaces, 0)
+      .Integer("vcpus", q.vcpus, 0)
+      .Integer("memory_mib", q.memory_mib, 0)
+      .Integer("disk_gib", q.disk_gib, 0);
+  if (auto done = r.Done(); !done) return Fail(done.error());
+  return q;
+}
+
+json ToJson(const TenantDetail& d) {
+  json j = ToJson(d.tenant);
+  j["limits"] = ToJson(d.limits);
+  j["usage"] = ToJson(d.usage);
+  return j;
+}
+
+Result<TenantDetail> TenantDetailFromJson(const json& j) {
+  TenantDetail d;
+  auto tenant = TenantFromJson(j);
+  if (!tenant) return Fail(tenant.error());
+  d.tenant = std::move(*tenant);
+  Reader r(j, "tenant");
+  const json* limits = r.Find("limits");
+  const json* usage = r.Find("usage");
+  if (!limits || !usage) return Fail(ErrorCode::kInvalidArgument, "tenant: 'limits' and 'usage' are required");
+  auto l = TenantQuotaFromJson(*limits, "tenant's limits");
+  if (!l) return Fail(l.error());
+  auto u = TenantQuotaFromJson(*usage, "tenant's usage");
+  if (!u) return Fail(u.error());
+  d.limits = *l;
+  d.usage = *u;
+  return d;
+}
+
+json ToJson(const TenantLimitsPatch& p) {
+  json limits = json::object();
+  auto put = [&](const char* key, const std::optional<std::optional<int64_t>>& v) {
+    if (!v) return;
+    limits[key] = *v ? json(**v) : json(nullptr);
+  };
+  put("workspaces", p.workspaces);
+  put("vcpus", p.vcpus);
+  put("memory_mib", p.memory_mib);
+  put("disk_gib", p.disk_gib);
+  json j = json::object();
+  j["limits"] = std::move(limits);
+  return j;
+}
+
+Result<TenantLimitsPatch> TenantLimitsPatchFromJson(const json& j) {
+  Reader top(j, "tenant patch");
+  top.OnlyFields({"limits"});
+  const json* limits = top.Find("limits");
+  if (top.ok() && (limits == nullptr || !limits->is_object())) {
+    top.Problem("'limits' is required (an object)");
+  }
+  if (auto done = top.Done(); !done) return Fail(done.error());
+  TenantLimitsPatch p;
+  Reader r(*limits, "limits");
+  r.OnlyFields({"workspaces", "vcpus", "memory_mib", "disk_gib"});
+  if (auto done = r.Done(); !done) return Fail(done.error());
+  auto field = [&](const char* key, std::optional<std::optional<int64_t>>& out) {
+    if (!limits->contains(key)) return;
+    std::optional<int64_t> value;
+    r.OptInteger(key, value, 0, kMaxTenantLimit);
+    out = value;
+  };
+  field("workspaces", p.workspaces);
+  field("vcpus", p.vcpus);
+  field("memory_mib", p.memory_mib);
+  field("disk_gib", p.disk_gib);
+  if (auto done = r.Done(); !done) return Fail(done.error());
+  return p;
 }
 
 json ToJson(const Tenant& t) {

@@ -6,6 +6,7 @@
 //   POST /v1/tenants {name}      -> 201 Tenant;   GET /v1/tenants -> {tenants: [Tenant]}
 //   POST /v1/keys CreateKey      -> 201 NewKey;   GET /v1/keys[?tenant=ID] -> {keys: [ApiKey]}
 //   DELETE /v1/keys/{id}         -> 204
+//   GET|PATCH /v1/tenants/{id} [{limits: TenantLimitsPatch}] -> TenantDetail
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,20 @@ struct Health {
 nlohmann::json ToJson(const Health& health);
 Result<Health> HealthFromJson(const nlohmann::json& json);
 
+// A tenant's limits, or what it uses, in the same units (docs/api.md, "Quotas"): workspaces
+// in any state; vCPUs and memory of those that hold the host's (running, or on the way up or
+// down); the sum of their data disks.
+struct TenantQuota {
+  TenantQuota() = default;
+  int64_t workspaces = 0;
+  int64_t vcpus = 0;
+  int64_t memory_mib = 0;
+  int64_t disk_gib = 0;
+};
+// {"workspaces", "vcpus", "memory_mib", "disk_gib"}
+nlohmann::json ToJson(const TenantQuota& quota);
+Result<TenantQuota> TenantQuotaFromJson(const nlohmann::json& json, std::string_view what);
+
 // Which tenant and key a call runs as.
 struct Me {
   Me() = default;
@@ -47,8 +62,11 @@ struct Me {
   std::string key_id;
   std::string key_prefix;
   Scope scope = Scope::kRead;
+  // The tenant's limits and use (absent from a berthd before quotas).
+  std::optional<TenantQuota> limits;
+  std::optional<TenantQuota> usage;
 };
-// {"tenant": {"id", "name"}, "key": {"id", "prefix", "scope"}}
+// {"tenant": {"id", "name"}, "key": {"id", "prefix", "scope"}, "limits", "usage"}
 nlohmann::json ToJson(const Me& me);
 Result<Me> MeFromJson(const nlohmann::json& json);
 
@@ -63,6 +81,34 @@ Result<Tenant> TenantFromJson(const nlohmann::json& json);
 // {"tenants": [...]}
 nlohmann::json TenantListJson(const std::vector<Tenant>& tenants);
 Result<std::vector<Tenant>> TenantListFromJson(const nlohmann::json& json);
+
+// GET|PATCH /v1/tenants/{id} (operator): the tenant, its limits and its use.
+struct TenantDetail {
+  TenantDetail() = default;
+  Tenant tenant;
+  TenantQuota limits;
+  TenantQuota usage;
+};
+// {"id", "name", "created_at", "limits": {...}, "usage": {...}}
+nlohmann::json ToJson(const TenantDetail& detail);
+Result<TenantDetail> TenantDetailFromJson(const nlohmann::json& json);
+
+// The body of PATCH /v1/tenants/{id}: {"limits": {"vcpus": 32, "memory_mib": null}}. A field
+// given a number sets the tenant's own limit, null returns it to berthd's default, absent
+// leaves it as it is.
+struct TenantLimitsPatch {
+  TenantLimitsPatch() = default;
+  // nullopt: not given; a nullopt inside: null (the default).
+  std::optional<std::optional<int64_t>> workspaces;
+  std::optional<std::optional<int64_t>> vcpus;
+  std::optional<std::optional<int64_t>> memory_mib;
+  std::optional<std::optional<int64_t>> disk_gib;
+};
+inline constexpr int64_t kMaxTenantLimit = int64_t{1} << 40;
+nlohmann::json ToJson(const TenantLimitsPatch& patch);
+// Strict: unknown fields, a value that is neither null nor an integer in [0, kMaxTenantLimit],
+// or no "limits" object are a 400 naming the field.
+Result<TenantLimitsPatch> TenantLimitsPatchFromJson(const nlohmann::json& json);
 
 // A key as lists show it: its prefix, never the key or its hash.
 struct ApiKey {

@@ -272,6 +272,10 @@ json ToJson(const PatchWorkspace& p) {
   if (p.idle_action) j["idle_action"] = IdleActionName(*p.idle_action);
   if (p.max_runtime) j["max_runtime"] = OptionalJson(*p.max_runtime);
   if (p.auto_start) j["auto_start"] = *p.auto_start;
+  if (p.size) j["size"] = *p.size;
+  if (p.cpus) j["cpus"] = *p.cpus;
+  if (p.memory_mib) j["memory_mib"] = *p.memory_mib;
+  if (p.disk_gib) j["disk_gib"] = *p.disk_gib;
   return j;
 }
 
@@ -279,12 +283,16 @@ Result<PatchWorkspace> PatchWorkspaceFromJson(const json& j) {
   PatchWorkspace p;
   Reader r(j, "patch request");
   r.OnlyFields({"name", "labels", "env", "idle_timeout", "idle_action", "max_runtime",
-                "auto_start"})
+                "auto_start", "size", "cpus", "memory_mib", "disk_gib"})
       .OptString("name", p.name)
       .OptStrings("labels", p.labels)
       .OptStrings("env", p.env)
       .OptInteger("idle_timeout", p.idle_timeout, 0, kMaxSeconds)
-      .OptBool("auto_start", p.auto_start);
+      .OptBool("auto_start", p.auto_start)
+      .OptString("size", p.size)
+      .OptInteger("cpus", p.cpus, 1, kMaxCount)
+      .OptInteger("memory_mib", p.memory_mib, 1, kMaxCount)
+      .OptInteger("disk_gib", p.disk_gib, 1, kMaxCount);
   ReadIdleAction(r, p.idle_action, false);
   if (r.ok() && j.contains("max_runtime")) {
     std::optional<int64_t> runtime;

@@ -125,6 +125,11 @@ struct PatchWorkspace {
   // Outer nullopt: unchanged; an inner nullopt: cleared (null on the wire).
   std::optional<std::optional<int64_t>> max_runtime;
   std::optional<bool> auto_start;
+  // The size, for a stopped workspace (it applies at its next start); disk_gib only grows.
+  std::optional<std::string> size;  // or cpus / memory_mib
+  std::optional<int> cpus;
+  std::optional<int> memory_mib;
+  std::optional<int> disk_gib;
 };
 nlohmann::json ToJson(const PatchWorkspace& patch);
 Result<PatchWorkspace> PatchWorkspaceFromJson(const nlohmann::json& json);

@@ -1,4 +1,4 @@
-// Identity, tenants and keys. Tenants need an operator key; keys an admin key for its own
+// Identity, tenants (with their limits) and keys. Tenants need an operator key; keys an admin key for its own
 // tenant's, an operator key for any tenant's; /v1/me is for any key. Bodies are checked field
 // by field: a field of the wrong type is a 400 naming it, never a throw.
 #include <fmt/format.h>
@@ -15,7 +15,36 @@ namespace {
 using http::bhttp::status;
 using http::bhttp::verb;
 
-http::Task<void> Me(ApiContext&, http::Exchange& ex) {
+v1::TenantQuota QuotaWire(const workspace::Limits& l) {
+  v1::TenantQuota q;
+  q.workspaces = l.workspaces;
+  q.vcpus = l.vcpus;
+  q.memory_mib = l.memory_mib;
+  q.disk_gib = l.disk_gib;
+  return q;
+}
+
+v1::TenantQuota QuotaWire(const workspace::QuotaUse& u) {
+  v1::TenantQuota q;
+  q.workspaces = u.workspaces;
+  q.vcpus = u.vcpus;
+  q.memory_mib = u.memory_mib;
+  q.disk_gib = u.disk_gib;
+  return q;
+}
+
+// The tenant with its limits and use. Blocking (a store read).
+Result<v1::TenantDetail> DetailOf(ApiContext& ctx, const store::Tenant& tenant) {
+  auto limits = ctx.service.LimitsOf(tenant.id);
+  if (!limits) return Fail(limits.error());
+  v1::TenantDetail d;
+  d.tenant = TenantWire(tenant);
+  d.limits = QuotaWire(*limits);
+  d.usage = QuotaWire(ctx.service.UsageOf(tenant.id));
+  return d;
+}
+
+http::Task<void> Me(ApiContext& ctx, http::Exchange& ex) {
   auto p = PrincipalOf(ex);
   v1::Me me;
   me.tenant_id = p.tenant_id;
@@ -23,6 +52,13 @@ http::Task<void> Me(ApiContext&, http::Exchange& ex) {
   me.key_id = p.key_id;
   me.key_prefix = p.key_prefix;
   me.scope = p.scope;
+  auto limits = co_await ctx.Blocking([&] { return ctx.service.LimitsOf(p.tenant_id); });
+  if (!limits) {
+    co_await ex.SendError(limits.error());
+    co_return;
+  }
+  me.limits = QuotaWire(*limits);
+  me.usage = QuotaWire(ctx.service.UsageOf(p.tenant_id));
   auto body = v1::ToJson(me);
   co_await ex.SendJson(status::ok, body);
 }
@@ -72,6 +108,63 @@ http::Task<void> ListTenants(ApiContext& ctx, http::Exchange& ex) {
   for (const auto& t : *tenants) list.push_back(TenantWire(t));
   auto body = v1::TenantListJson(list);
   co_await ex.SendJson(status::ok, body);
+}
+
+http::Task<void> GetTenant(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kOperator)) co_return;
+  std::string ref(ex.param("id"));
+  auto detail = co_await ctx.Blocking([&]() -> Result<v1::TenantDetail> {
+    auto tenant = ctx.store.GetTenant(ref);
+    if (!tenant) return Fail(tenant.error());
+    return DetailOf(ctx, *tenant);
+  });
+  if (!detail) {
+    co_await ex.SendError(detail.error());
+    co_return;
+  }
+  auto body = v1::ToJson(*detail);
+  co_await ex.SendJson(status::ok, body);
+}
+
+// Operator only, decided before the body is read or the tenant looked up: an admin key cannot
+// raise its own tenant's limits, nor learn which other tenants exist.
+http::Task<void> PatchTenant(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kOperator)) co_return;
+  std::string ref(ex.param("id"));
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  auto patch = v1::TenantLimitsPatchFromJson(*body);
+  if (!patch) {
+    co_await ex.SendError(patch.error());
+    co_return;
+  }
+  auto detail = co_await ctx.Blocking([&]() -> Result<v1::TenantDetail> {
+    auto tenant = ctx.store.GetTenant(ref);
+    if (!tenant) return Fail(tenant.error());
+    auto current = ctx.store.GetTenantLimits(tenant->id);
+    if (!current) return Fail(current.error());
+    workspace::LimitOverrides next = *current;
+    auto apply = [](const std::optional<std::optional<int64_t>>& given, std::optional<int64_t>& out) {
+      if (given) out = *given;
+    };
+    apply(patch->workspaces, next.workspaces);
+    apply(patch->vcpus, next.vcpus);
+    apply(patch->memory_mib, next.memory_mib);
+    apply(patch->disk_gib, next.disk_gib);
+    // Lowering a limit below what the tenant uses stops nothing: it refuses the next create
+    // or start that would need more.
+    if (auto s = ctx.store.SetTenantLimits(tenant->id, next); !s) return Fail(s.error());
+    return DetailOf(ctx, *tenant);
+  });
+  if (!detail) {
+    co_await ex.SendError(detail.error());
+    co_return;
+  }
+  auto out = v1::ToJson(*detail);
+  co_await ex.SendJson(status::ok, out);
 }
 
 http::Task<void> CreateKey(ApiContext& ctx, http::Exchange& ex) {
@@ -191,6 +284,8 @@ void AddAdminRoutes(http::Router& router, ApiContext& ctx) {
   router.Add(verb::get, "/v1/me", [&ctx](http::Exchange& ex) { return Me(ctx, ex); });
   router.Add(verb::post, "/v1/tenants", [&ctx](http::Exchange& ex) { return CreateTenant(ctx, ex); });
   router.Add(verb::get, "/v1/tenants", [&ctx](http::Exchange& ex) { return ListTenants(ctx, ex); });
+  router.Add(verb::get, "/v1/tenants/{id}", [&ctx](http::Exchange& ex) { return GetTenant(ctx, ex); });
+  router.Add(verb::patch, "/v1/tenants/{id}", [&ctx](http::Exchange& ex) { return PatchTenant(ctx, ex); });
   router.Add(verb::post, "/v1/keys", [&ctx](http::Exchange& ex) { return CreateKey(ctx, ex); });
   router.Add(verb::get, "/v1/keys", [&ctx](http::Exchange& ex) { return ListKeys(ctx, ex); });
   router.Add(verb::delete_, "/v1/keys/{id}", [&ctx](http::Exchange& ex) { return RevokeKey(ctx, ex); });

@@ -124,6 +124,18 @@ UPDATE api_keys SET scope = 'operator'
               WHERE scope = 'admin' AND tenant_id = 't_default' AND name = 'first admin key'
               ORDER BY created_at, rowid LIMIT 1);
 )sql",
+      // 5: per-tenant limits set by the operator (controller/workspace/quota.h). A NULL column
+      // follows berthd's configured default, so changing the default reaches every tenant the
+      // operator did not set apart; a tenant without a row has only defaults.
+      R"sql(
+CREATE TABLE tenant_limits (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id) ON DELETE CASCADE,
+  workspaces INTEGER CHECK (workspaces >= 0),
+  vcpus INTEGER CHECK (vcpus >= 0),
+  memory_mib INTEGER CHECK (memory_mib >= 0),
+  disk_gib INTEGER CHECK (disk_gib >= 0)
+);
+)sql",
   };
   return kMigrations;
 }

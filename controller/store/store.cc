@@ -111,6 +111,34 @@ Result<Tenant> Store::GetTenant(const std::string& id_or_name) {
   return Tenant{stmt->Text(0), stmt->Text(1), stmt->Int(2)};
 }
 
+Result<workspace::LimitOverrides> Store::GetTenantLimits(const std::string& tenant_id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "SELECT t.id, l.workspaces, l.vcpus, l.memory_mib, l.disk_gib FROM tenants t "
+      "LEFT JOIN tenant_limits l ON l.tenant_id = t.id WHERE t.id = ?");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no tenant '{}'", tenant_id));
+  return workspace::LimitOverrides{stmt->OptInt(1), stmt->OptInt(2), stmt->OptInt(3), stmt->OptInt(4)};
+}
+
+Status Store::SetTenantLimits(const std::string& tenant_id, const workspace::LimitOverrides& limits) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(
+      "INSERT INTO tenant_limits (tenant_id, workspaces, vcpus, memory_mib, disk_gib) "
+      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET workspaces = excluded.workspaces, "
+      "vcpus = excluded.vcpus, memory_mib = excluded.memory_mib, disk_gib = excluded.disk_gib");
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, tenant_id)
+      .Bind(2, limits.workspaces)
+      .Bind(3, limits.vcpus)
+      .Bind(4, limits.memory_mib)
+      .Bind(5, limits.disk_gib);
+  return stmt->Run();
+}
+
 Result<std::vector<Tenant>> Store::ListTenants() {
   std::lock_guard lock(mutex_);
   auto stmt = db_.Prepare("SELECT id, name, created_at FROM tenants ORDER BY name");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "controller/store/sqlite.h"
+#include "controller/workspace/quota.h"
 #include "controller/workspace/workspace.h"
 
 namespace berth::store {
@@ -63,6 +64,10 @@ class Store {
   Result<ApiKey> GetKey(const std::string& id);
   Status RevokeKey(const std::string& id, int64_t now);
   Status TouchKey(const std::string& id, int64_t now);
+  // The operator's limits for a tenant (none set: all nullopt). not_found for no such tenant.
+  Result<workspace::LimitOverrides> GetTenantLimits(const std::string& tenant_id);
+  // Replaces the tenant's limits with `limits` (nullopt: the default).
+  Status SetTenantLimits(const std::string& tenant_id, const workspace::LimitOverrides& limits);
 
   // --- workspaces ---
   Status InsertWorkspace(const workspace::Workspace& ws);

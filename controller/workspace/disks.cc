@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include <fmt/format.h>
 
 #include "common/child_fds.h"
@@ -68,6 +70,22 @@ Status CreateOverlay(const std::filesystem::path& backing, const std::filesystem
 Status CreateBlankDisk(const std::filesystem::path& path, int size_gib) {
   return RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", path.string(),
                      fmt::format("{}G", size_gib)},
+                    std::chrono::seconds(60));
+}
+
+Status GrowDisk(const std::filesystem::path& path, int size_gib) {
+  // qcow2 header: magic "QFI\xfb" at 0, the virtual size in bytes (big-endian) at 24.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  unsigned char header[32] = {};
+  // Not a qcow2 file (a stand-in in unit tests): nothing to grow; QEMU refuses a real one.
+  if (!in.read(reinterpret_cast<char*>(header), sizeof(header))) return {};
+  if (header[0] != 'Q' || header[1] != 'F' || header[2] != 'I' || header[3] != 0xfb) return {};
+  uint64_t size = 0;
+  for (int i = 24; i < 32; ++i) size = (size << 8) | header[i];
+  uint64_t want = static_cast<uint64_t>(size_gib) << 30;
+  if (size >= want) return {};
+  return RunCommand({"qemu-img", "resize", "-q", "-f", "qcow2", path.string(), fmt::format("{}G", size_gib)},
                     std::chrono::seconds(60));
 }
 

@@ -20,5 +20,10 @@ Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds tim
 Status CreateOverlay(const std::filesystem::path& backing, const std::filesystem::path& path);
 // qemu-img create -f qcow2 PATH SIZE: sparse; costs nothing until the guest writes.
 Status CreateBlankDisk(const std::filesystem::path& path, int size_gib);
+// Grows the qcow2 disk at `path` to `size_gib` when it is smaller (qemu-img resize; the guest
+// grows its file system at boot). Never shrinks; a missing file or one that is not qcow2 is
+// left alone (the create makes it; QEMU refuses a broken one). The size is read from the qcow2
+// header, which QEMU writes and the guest cannot.
+Status GrowDisk(const std::filesystem::path& path, int size_gib);
 
 }  // namespace berth::workspace

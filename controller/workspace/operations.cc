@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/random.h"
+#include "controller/workspace/disks.h"
 #include "controller/workspace/service_internal.h"
 
 namespace berth::workspace {
@@ -244,6 +245,12 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
     }
     if (!resume) {
       if (auto s = WriteToken(ws); !s) {
+        out.status = s;
+        return out;
+      }
+      // A PATCH of disk_gib (stopped) takes effect here, before the VM opens the disk; done on
+      // every cold boot, so a berthd killed between the PATCH and the boot still grows it.
+      if (auto s = GrowDisk(layout.data_disk(), ws.disk_gib); !s) {
         out.status = s;
         return out;
       }

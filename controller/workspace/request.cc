@@ -154,13 +154,47 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   return r;
 }
 
+bool SizeChanged(const Workspace& before, const Workspace& after) {
+  return before.vcpus != after.vcpus || before.memory_mib != after.memory_mib ||
+         before.disk_gib != after.disk_gib;
+}
+
 Status ApplyPatch(const json& body, Workspace& ws) {
   if (!body.is_object() || body.empty()) {
     return Fail(Invalid("the body must be a JSON object with the fields to change"));
   }
   Workspace out = ws;
+  if (body.contains("size") && (body.contains("cpus") || body.contains("memory_mib"))) {
+    return Fail(Invalid("give either 'size' or 'cpus'/'memory_mib', not both"));
+  }
   for (const auto& [k, v] : body.items()) {
-    if (k == "name") {
+    if (k == "size") {
+      if (!v.is_string()) return Fail(Invalid("'size' must be a string"));
+      auto size = SizeByName(v.get<std::string>());
+      if (!size) return Fail(Invalid("'size' must be small, medium or large"));
+      out.size = std::string(size->name);
+      out.vcpus = size->vcpus;
+      out.memory_mib = size->memory_mib;
+    } else if (k == "cpus") {
+      auto n = Integer(body, "cpus", 1, kMaxCpus);
+      if (!n) return Fail(n.error());
+      out.size = std::nullopt;
+      out.vcpus = static_cast<int>(*n);
+    } else if (k == "memory_mib") {
+      auto n = Integer(body, "memory_mib", kMinMemoryMib, kMaxMemoryMib);
+      if (!n) return Fail(n.error());
+      out.size = std::nullopt;
+      out.memory_mib = static_cast<int>(*n);
+    } else if (k == "disk_gib") {
+      auto n = Integer(body, "disk_gib", 1, kMaxDiskGib);
+      if (!n) return Fail(n.error());
+      // Growing is qemu-img resize and resize2fs in the guest; shrinking would cut the file
+      // system under the guest's data.
+      if (*n < ws.disk_gib) {
+        return Fail(Invalid(fmt::format("'disk_gib' can only grow (it is {} GiB)", ws.disk_gib)));
+      }
+      out.disk_gib = static_cast<int>(*n);
+    } else if (k == "name") {
       if (!v.is_string()) return Fail(Invalid("'name' must be a string"));
       out.name = v.get<std::string>();
       if (auto s = ValidateName(out.name); !s) return s;
@@ -192,7 +226,8 @@ Status ApplyPatch(const json& body, Workspace& ws) {
       out.env = v;
     } else {
       return Fail(Invalid(fmt::format("'{}' cannot be changed (name, labels, env, idle_timeout, "
-                                      "idle_action, max_runtime, auto_start can)", k)));
+                                      "idle_action, max_runtime, auto_start, size, cpus, "
+                                      "memory_mib, disk_gib can)", k)));
     }
   }
   ws = std::move(out);

@@ -44,9 +44,13 @@ struct CreateRequest {
 };
 Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
 
-// Applies a PATCH body (name, labels, idle_timeout, idle_action, max_runtime, auto_start) to
-// `ws`. Unknown fields are an error, so a typo is not silently ignored.
+// Applies a PATCH body (name, labels, env, idle_timeout, idle_action, max_runtime, auto_start,
+// and the size: size or cpus/memory_mib, disk_gib, which may only grow) to `ws`. Unknown
+// fields are an error, so a typo is not silently ignored. Whether the size may change now
+// (the workspace is stopped) and fits the tenant's limits is the service's to say.
 Status ApplyPatch(const nlohmann::json& body, Workspace& ws);
+// Whether a patch changed what the VM is made of (vCPUs, memory, disk).
+bool SizeChanged(const Workspace& before, const Workspace& after);
 
 std::string_view IdleActionName(IdleAction action);
 

@@ -79,6 +79,7 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
   if (!options_.clock) options_.clock = UnixNow;
   if (!options_.probe) options_.probe = agent_client::ProbeActivity;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;
+  if (!options_.host_disk) options_.host_disk = StatHostDisk;
   if (!options_.kvm_works) {
     options_.kvm_works = [this] {
       if (!hypervisor_.KvmAvailable()) return false;
@@ -224,6 +225,20 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
                                                            : image.error().code,
                 image.error().message);
   }
+  // Admission before anything is made: a refused create leaves no record, file or event.
+  // The lock is held until the workspace is in the registry, so that parallel creates (and
+  // starts) see each other's use.
+  std::lock_guard admission(admission_mutex_);
+  QuotaUse ask;
+  ask.workspaces = 1;
+  ask.vcpus = request.vcpus;  // a create boots at once
+  ask.memory_mib = request.memory_mib;
+  ask.disk_gib = request.disk_gib;
+  if (auto s = AdmitLocked(tenant_id, nullptr, ask); !s) return Fail(s.error());
+  if (auto s = CheckHostDiskSpace(); !s) {
+    spdlog::warn("create of '{}' for tenant {} refused: {}", request.name, tenant_id, s.error().message);
+    return Fail(s.error());
+  }
   Workspace ws;
   ws.id = NewId("ws");
   ws.tenant_id = tenant_id;
@@ -312,6 +327,79 @@ Task<Result<CreateResult>> WorkspaceService::Create(std::string tenant_id, Creat
   co_return co_await Blocking(std::move(create));
 }
 
+// --- quotas -------------------------------------------------------------------------------------
+
+Result<Limits> WorkspaceService::LimitsOf(const std::string& tenant_id) {
+  auto overrides = store_.GetTenantLimits(tenant_id);
+  if (!overrides) return Fail(overrides.error());
+  return Resolve(options_.default_limits, *overrides);
+}
+
+QuotaUse WorkspaceService::UsageOf(const std::string& tenant_id) const {
+  return UsageExcept(tenant_id, nullptr);
+}
+
+QuotaUse WorkspaceService::UsageExcept(const std::string& tenant_id, const Actor* self) const {
+  QuotaUse total;
+  for (const auto& a : AllActors()) {
+    if (a.get() == self) continue;
+    auto ws = a->Snapshot();
+    if (ws.tenant_id != tenant_id) continue;
+    auto use = UseOf(ws);
+    total.workspaces += use.workspaces;
+    total.vcpus += use.vcpus;
+    total.memory_mib += use.memory_mib;
+    total.disk_gib += use.disk_gib;
+  }
+  return total;
+}
+
+Status WorkspaceService::CheckHostDiskSpace() const {
+  auto disk = options_.host_disk(options_.data_dir);
+  if (!disk) return Fail(disk.error());
+  return CheckHostDisk(*disk, options_.disk_floor);
+}
+
+Status WorkspaceService::AdmitLocked(const std::string& tenant_id, const Actor* self,
+                                     const QuotaUse& requested) {
+  auto limits = LimitsOf(tenant_id);
+  if (!limits) return Fail(limits.error());
+  // `self`'s own use is left out: it is what `requested` asks for again.
+  QuotaUse in_use = UsageExcept(tenant_id, self);
+  auto fits = CheckQuota(tenant_id, *limits, in_use, requested);
+  if (!fits) spdlog::info("tenant {}: refused: {}", tenant_id, fits.error().message);
+  return fits;
+}
+
+Status WorkspaceService::AdmitStart(Actor& actor, const std::function<Status()>& transition) {
+  std::lock_guard admission(admission_mutex_);
+  const Workspace& ws = actor.record();
+  QuotaUse ask;
+  ask.vcpus = ws.vcpus;
+  ask.memory_mib = ws.memory_mib;
+  if (auto s = AdmitLocked(ws.tenant_id, &actor, ask); !s) return s;
+  return transition();
+}
+
+Status WorkspaceService::AdmitResize(const Actor& actor, const Workspace& resized) {
+  const Workspace& now = actor.record();
+  // A stopped workspace holds no vCPUs or memory: its new size must fit the limits on its own
+  // (or it could never start); the tenant's other workspaces are counted at its start.
+  QuotaUse size;
+  size.vcpus = resized.vcpus;
+  size.memory_mib = resized.memory_mib;
+  auto limits = LimitsOf(now.tenant_id);
+  if (!limits) return Fail(limits.error());
+  if (auto s = CheckQuota(now.tenant_id, *limits, QuotaUse{}, size); !s) return s;
+  if (resized.disk_gib <= now.disk_gib) return {};
+  // A bigger disk counts against the tenant's disk beside its other workspaces', and needs a
+  // host with room to spare.
+  QuotaUse disk;
+  disk.disk_gib = resized.disk_gib;
+  if (auto s = AdmitLocked(now.tenant_id, &actor, disk); !s) return s;
+  return CheckHostDiskSpace();
+}
+
 // --- the API's transitions --------------------------------------------------------------------
 
 Task<Result<Workspace>> WorkspaceService::Patch(std::string tenant_id, std::string id_or_name,
@@ -324,6 +412,18 @@ Task<Result<Workspace>> WorkspaceService::Patch(std::string tenant_id, std::stri
     if (auto s = ApplyPatch(body, ws); !s) return Fail(s.error());
     if (ws.name != a->record().name && Find(ws.tenant_id, ws.name)) {
       return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", ws.name));
+    }
+    // The size applies at the next cold boot (the domain is defined from the record, the data
+    // disk grown, then); the admission lock is held through the commit.
+    std::unique_lock<std::mutex> admission;
+    if (SizeChanged(a->record(), ws)) {
+      State state = a->record().state;
+      if (state != State::kStopped && state != State::kError) {
+        return Fail(ErrorCode::kFailedPrecondition,
+                    fmt::format("workspace '{}' is {}: stop it to change its size", ws.name, StateName(state)));
+      }
+      admission = std::unique_lock(admission_mutex_);
+      if (auto s = AdmitResize(*a, ws); !s) return Fail(s.error());
     }
     ws.updated_at = Now();
     // Env values are often secrets: the event names the variables, not their values.
@@ -369,11 +469,11 @@ Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::stri
       default:
         return Fail(Conflict(a->record(), "start"));
     }
-    if (auto s = Transition(*a, State::kStarting, woken ? "woken" : "starting",
-                            woken ? "a request to its agent started it" : "");
-        !s) {
-      return Fail(s.error());
-    }
+    auto transition = [&] {
+      return Transition(*a, State::kStarting, woken ? "woken" : "starting",
+                        woken ? "a request to its agent started it" : "");
+    };
+    if (auto s = AdmitStart(*a, transition); !s) return Fail(s.error());
     a->NoteActivity(Now());
     a->Enqueue([this, a, woken] { return Boot(a, woken); });
     return a->record();
@@ -431,7 +531,10 @@ Task<Result<Workspace>> WorkspaceService::Restart(std::string tenant_id, std::st
     if (state != State::kRunning && state != State::kError && state != State::kStarting) {
       return Fail(Conflict(a->record(), "restart"));
     }
-    if (auto s = Transition(*a, State::kStopping, "stopping", "restart"); !s) return Fail(s.error());
+    // Its size is asked for again: a restart over a limit lowered meanwhile is refused before
+    // anything stops.
+    auto transition = [&] { return Transition(*a, State::kStopping, "stopping", "restart"); };
+    if (auto s = AdmitStart(*a, transition); !s) return Fail(s.error());
     a->Enqueue([this, a]() -> Task<void> {
       co_await StopOp(a, false, "stopped");
       if (stopping_ || a->record().state != State::kStopped) co_return;

@@ -16,10 +16,13 @@
 //  - the hypervisor's own event thread calls OnDomainEvent, which only posts to the actor.
 //
 // Locks, in the only order they may nest: create_mutex_ (creates, one at a time, so an
-// Idempotency-Key or a name is checked and taken atomically) -> registry_mutex_ (the id and
-// name maps) -> an actor's view_mutex_ or the change feed's locks. No lock is held across a
-// co_await or a hypervisor, store or agent call, except create_mutex_ (held across the store
-// insert of a create, on a blocking thread).
+// Idempotency-Key or a name is checked and taken atomically) -> admission_mutex_ (a tenant's
+// quota is checked and the use taken in one step: a create's insert, a start's transition)
+// -> registry_mutex_ (the id and name maps) -> an actor's view_mutex_ or the change feed's
+// locks. No lock is held across a co_await or a hypervisor or agent call; create_mutex_ and
+// admission_mutex_ are held across the store calls of a create (on a blocking thread) and
+// admission_mutex_ across the tenant's limits read and the transition of a start (on its
+// strand): a few ms of SQLite each.
 //
 // Public methods may be called from any thread. The asynchronous ones resume on the caller's
 // executor; the rest never block (they read in-memory state).
@@ -50,8 +53,10 @@
 #include "controller/workspace/actor.h"
 #include "controller/workspace/boot_slots.h"
 #include "controller/workspace/change_feed.h"
+#include "controller/workspace/host_disk.h"
 #include "controller/workspace/image_store.h"
 #include "controller/workspace/layout.h"
+#include "controller/workspace/quota.h"
 #include "controller/workspace/request.h"
 #include "controller/workspace/transport.h"
 #include "controller/workspace/workspace.h"
@@ -105,6 +110,12 @@ struct ServiceOptions {
   // Guest network isolation (controller/network/network_manager.h); null: none (tests, the
   // unix transport). Owned by berthd; outlives the service.
   network::NetworkManager* network = nullptr;
+  // Per-tenant limits: these, unless the operator set a tenant's own (Store::SetTenantLimits).
+  Limits default_limits;
+  // Creates are refused while the data directory's file system has less free than this.
+  DiskFloor disk_floor;
+  // Where the free space is read from; StatHostDisk unless a test injects its own.
+  HostDiskSource host_disk;
 };
 
 struct CreateResult {
@@ -156,6 +167,15 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // Stores the policy (an event says what changed), then applies it to the running guest.
   Result<network::NetworkStatus> SetNetwork(const std::string& tenant_id, const std::string& id_or_name,
                                             const network::Policy& policy) override;
+
+  // --- quotas (quota.h) ----------------------------------------------------------------------
+  // The tenant's limits: its own where the operator set them, else the defaults. Blocking (a
+  // store read); not_found for no such tenant.
+  Result<Limits> LimitsOf(const std::string& tenant_id);
+  // What the tenant's workspaces use now (in memory, never blocks).
+  QuotaUse UsageOf(const std::string& tenant_id) const;
+  // The free space of the data directory against the floor (blocking: a statvfs).
+  Status CheckHostDiskSpace() const;
 
   // --- in memory (never block) --------------------------------------------------------------
   Result<Workspace> Get(const std::string& tenant_id, const std::string& id_or_name) const;
@@ -221,6 +241,17 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   ActorPtr Adopt(Workspace ws);
   void Forget(const Actor& actor);
   std::vector<ActorPtr> AllActors() const;
+  // Under admission_mutex_: quota_exceeded unless `requested` fits the tenant's limits beside
+  // the use of its other workspaces (all but `self`, whose own use `requested` replaces).
+  QuotaUse UsageExcept(const std::string& tenant_id, const Actor* self) const;
+  Status AdmitLocked(const std::string& tenant_id, const Actor* self, const QuotaUse& requested);
+  // A start-like step (start, resume, wake, restart) of `actor`, on its strand: its size must
+  // fit the tenant's vCPU and memory limits. Takes admission_mutex_ and, when it fits, runs
+  // `transition` under it, so that two starts cannot both take the last vCPUs.
+  Status AdmitStart(Actor& actor, const std::function<Status()>& transition);
+  // Under admission_mutex_, on `actor`'s strand: whether `actor`, stopped, may take the size
+  // of `resized` (a PATCH of size, cpus, memory_mib or disk_gib).
+  Status AdmitResize(const Actor& actor, const Workspace& resized);
   Result<CreateResult> CreateBlocking(const std::string& tenant_id, const CreateRequest& request,
                                       const std::string& idempotency_key);
 
@@ -291,6 +322,7 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   BootSlots boot_slots_;
 
   std::mutex create_mutex_;
+  std::mutex admission_mutex_;
   mutable std::mutex registry_mutex_;
   std::map<std::string, ActorPtr> actors_;                                // by id
   std::map<std::pair<std::string, std::string>, std::string> by_name_;   // (tenant, name) -> id

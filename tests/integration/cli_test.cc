@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/client/api_client.h"
 #include "tests/integration/cli_test_util.h"
 
 using namespace berth::cli_test;
@@ -242,6 +243,19 @@ TEST_CASE("keys, tenants, login and a wrong key", "[cli][berthd]") {
   r = user({"ls", "--json"});
   REQUIRE(r.code == 0);
   CHECK(Json(r) == json::array());
+  // A create refused by the tenant's quota prints berthd's message as it is, exit code 1.
+  {
+    auto endpoint = Endpoint::Parse("tcp:" + berthd.url().substr(std::string_view("http://").size()));
+    REQUIRE(endpoint);
+    client::ApiClient op(*endpoint, berthd.admin_key());
+    REQUIRE(op.Json(http::bhttp::verb::patch, "/v1/tenants/" + tenant,
+                    json{{"limits", {{"workspaces", 0}}}}));
+    r = user({"create", "over"});
+    INFO(r);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(fmt::format("berth: tenant {} would use 1 workspaces of its limit of 0", tenant)) !=
+          std::string::npos);
+  }
   // A write key is not an admin key.
   r = user({"tenants", "ls"});
   CHECK(r.code == 4);

@@ -47,6 +47,13 @@ TestBerthd::TestBerthd(const std::function<void(Config&)>& customize) : dir_("be
   config_.stop_grace_s = 2;
   config_.idle_poll_ms = 200;
   config_.reconcile_every_s = 3600;  // tests call it themselves when they mean it
+  // Tests do not depend on the free space of the machine they run on (the disk floor's own
+  // test sets one, with a fake free space).
+  config_.min_free_disk = workspace::DiskFloor{0, 0.0};
+  // Nor do berthd's default limits stand in the way of tests that make many workspaces; the
+  // quota tests set tenants' own limits, or these by `customize`.
+  config_.limits = workspace::Limits{workspace::kMaxLimit, workspace::kMaxLimit,
+                                     workspace::kMaxLimit, workspace::kMaxLimit};
   if (customize) customize(config_);
   daemon_ = std::make_unique<Daemon>(config_);
   if (auto s = daemon_->Start(); !s) throw std::runtime_error("berthd: " + s.error().message);

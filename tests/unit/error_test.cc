@@ -12,7 +12,8 @@ TEST_CASE("every error code has a distinct wire name that round-trips") {
                     ErrorCode::kMethodNotAllowed, ErrorCode::kAlreadyExists,
                     ErrorCode::kFailedPrecondition, ErrorCode::kTooLarge,
                     ErrorCode::kResourceExhausted, ErrorCode::kInternal, ErrorCode::kUnavailable,
-                    ErrorCode::kDeadlineExceeded, ErrorCode::kNoSpace}) {
+                    ErrorCode::kDeadlineExceeded, ErrorCode::kNoSpace,
+                    ErrorCode::kQuotaExceeded, ErrorCode::kInsufficientStorage}) {
     auto name = ErrorCodeName(code);
     REQUIRE(ErrorCodeFromName(name) == code);
   }
@@ -30,6 +31,11 @@ TEST_CASE("error codes map to the HTTP statuses clients rely on") {
   CHECK(HttpStatus(ErrorCode::kResourceExhausted) == 429);
   CHECK(HttpStatus(ErrorCode::kUnavailable) == 503);
   CHECK(HttpStatus(ErrorCode::kNoSpace) == 507);
+  CHECK(HttpStatus(ErrorCode::kQuotaExceeded) == 429);
+  CHECK(HttpStatus(ErrorCode::kInsufficientStorage) == 507);
+  // A bare status from a peer keeps reading as the older codes.
+  CHECK(ErrorCodeForHttpStatus(429) == ErrorCode::kResourceExhausted);
+  CHECK(ErrorCodeForHttpStatus(507) == ErrorCode::kNoSpace);
   CHECK(ErrorCodeForHttpStatus(404) == ErrorCode::kNotFound);
   CHECK(ErrorCodeForHttpStatus(502) == ErrorCode::kInternal);
 }

@@ -149,6 +149,10 @@ struct Fixture {
       std::ofstream(layout.data_disk()) << "data";
       return {};
     };
+    // Not the free space of the machine the tests run on, and no quota in the way of tests
+    // that make many workspaces (the quota tests set their own).
+    options.disk_floor = DiskFloor{0, 0.0};
+    options.default_limits = Limits{kMaxLimit, kMaxLimit, kMaxLimit, kMaxLimit};
     if (customize) customize(options);
     StartService();
   }
