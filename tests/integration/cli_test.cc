@@ -2,14 +2,15 @@
 // berth-agent per workspace as a host process, no VM), so that exec, files and sessions run end
 // to end in seconds. `berth shell` runs in a pseudo-terminal.
 //
-// berthd comes from the build (BERTHD_BIN) or from $BERTHD_BIN; the [berthd] cases say so and
-// do nothing when neither exists.
+// berthd comes from the build (BERTHD_BIN) or from $BERTHD_BIN; the [berthd] cases skip
+// (BERTH_SKIP, which scripts/test reports) when neither exists.
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
 #include "tests/integration/cli_test_util.h"
+#include "tests/support/skip.h"
 
 using namespace berth::cli_test;
 
@@ -41,8 +42,7 @@ TEST_CASE("berth without a reachable berthd", "[cli]") {
 TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
-    WARN("berthd is not built yet: skipped");
-    return;
+    BERTH_SKIP("berthd is not built");
   }
   Berthd berthd(bin);
   Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
@@ -202,8 +202,7 @@ TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
 TEST_CASE("keys, tenants, login and a wrong key", "[cli][berthd]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
-    WARN("berthd is not built yet: skipped");
-    return;
+    BERTH_SKIP("berthd is not built");
   }
   Berthd berthd(bin);
   Cli admin(berthd.dir(), berthd.url(), berthd.admin_key());
@@ -260,8 +259,7 @@ TEST_CASE("keys, tenants, login and a wrong key", "[cli][berthd]") {
 TEST_CASE("berth shell: a PTY that follows resizes and restores the terminal", "[cli][berthd]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
-    WARN("berthd is not built yet: skipped");
-    return;
+    BERTH_SKIP("berthd is not built");
   }
   Berthd berthd(bin);
   Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());

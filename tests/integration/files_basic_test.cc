@@ -9,6 +9,7 @@
 
 #include "common/client/files.h"
 #include "tests/integration/files_test_util.h"
+#include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_agent.h"
 
@@ -347,8 +348,7 @@ TEST_CASE("paths with '..' or relative paths are refused", "[files]") {
 TEST_CASE("files are written as the requested user, with that user's permissions",
           "[files][users]") {
   if (geteuid() != 0) {
-    WARN("not root: skipping the user-switching test");
-    return;
+    BERTH_SKIP("needs root to switch users");
   }
   testing::TestAgent agent;
   auto api = agent.Client();
@@ -406,8 +406,7 @@ TEST_CASE("a full disk answers 507 and leaves no temporary file", "[files][nospa
   std::string mnt = world / "small";
   std::filesystem::create_directory(mnt);
   if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1m") != 0) {
-    WARN("cannot mount a tmpfs here: skipping the disk-full test");
-    return;
+    BERTH_SKIP("cannot mount a tmpfs here (needs root)");
   }
   struct Unmount {
     std::string path;
