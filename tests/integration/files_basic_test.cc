@@ -1,7 +1,9 @@
 // The files API over a real agent: streaming both ways, atomic uploads, listings and stat,
 // mkdir/move/remove, users and permissions, path rules, ranges and a full disk.
+#include <grp.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -199,7 +201,11 @@ TEST_CASE("stat and listings report every field, sorted", "[files]") {
   CHECK(info->mode == 0640);
   CHECK(info->uid == geteuid());
   CHECK(info->owner == testing::CurrentUserName());
-  CHECK_FALSE(info->group.empty());
+  struct stat file_stat {};
+  REQUIRE(::stat((world / "dir/b.txt").c_str(), &file_stat) == 0);
+  const group* file_group = getgrgid(file_stat.st_gid);
+  REQUIRE(file_group != nullptr);
+  CHECK(info->group == file_group->gr_name);
   CHECK_FALSE(info->link_target);
   auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
