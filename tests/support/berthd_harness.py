@@ -77,6 +77,14 @@ class Api:
 class Berthd:
     def __init__(self, data, config):
         self.data, self.config, self.proc = data, config, None
+        self.health = None  # the last start's GET /v1/health: what runs the guests
+
+    def ran(self):
+        """What ran the guests, as berthd said at its last start: "accel tcg, transport forward".
+        The e2e tests print it on their PASS and FAIL lines, so a log says what was tested."""
+        if not self.health:
+            return "accel ?, transport ? (berthd did not start)"
+        return f"accel {self.health.get('accel', '?')}, transport {self.health.get('transport', '?')}"
 
     def start(self):
         addr = os.path.join(self.data, "listen.addr")
@@ -90,9 +98,10 @@ class Berthd:
             if os.path.exists(addr) and open(addr).read().strip():
                 url = open(addr).read().strip()
                 try:
-                    urllib.request.urlopen(url + "/v1/health", timeout=5).read()
+                    raw = urllib.request.urlopen(url + "/v1/health", timeout=5).read()
+                    self.health = json.loads(raw)
                     return url
-                except OSError:
+                except (OSError, ValueError):
                     pass
             time.sleep(0.1)
         raise Failure("berthd did not start listening")
