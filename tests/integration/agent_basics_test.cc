@@ -120,15 +120,18 @@ TEST_CASE("malformed and oversized requests are refused, and the agent stays hea
   INFO(bad_chunk);
   CHECK(bad_chunk.starts_with("HTTP/1.1 400"));
   CHECK(bad_chunk.find("malformed request body") != std::string::npos);
-  // On a route that takes no body, the method is refused before the body is read.
-  auto no_body_route = RawExchange(path,
-                                   "POST /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
-                                   "chunked\r\n\r\nZZZ\r\n");
-  CHECK(no_body_route.starts_with("HTTP/1.1 405"));
+  // Without a token the body is never looked at: only GET /v1/health is open, so this is a
+  // 401 (what the old form of this case got, while it meant to test the bad chunk).
+  auto no_token = RawExchange(path,
+                              "POST /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                              "chunked\r\n\r\nZZZ\r\n");
+  INFO(no_token);
+  CHECK(no_token.starts_with("HTTP/1.1 401"));
 
-  // A request line cut short by the peer's close gets no answer: there is nothing to answer.
+  // A request line cut short by the peer's close: a 400 at once, not a wait for the rest.
   auto partial = RawExchange(path, "GET /v1/heal");
-  CHECK(partial.empty());
+  INFO("partial: " << partial);
+  CHECK(partial.starts_with("HTTP/1.1 400"));
 
   auto health = agent.Client().Json(verb::get, "/v1/health");
   REQUIRE(health);
