@@ -79,11 +79,19 @@ Status Config::LoadFile(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   auto j = ParseJson(text.str());
-  if (!j || !j->is_object()) {
+  if (!j) {
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("{} is not valid JSON: {}", path.string(), j.error().message));
+  }
+  if (!j->is_object()) {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("{} is not a JSON object", path.string()));
   }
+  // The key being read, for the message when its value has the wrong type: nlohmann's own
+  // ("type must be string, but is number") does not say which key it was.
+  std::string key;
   try {
     for (const auto& [k, v] : j->items()) {
+      key = k;
       if (k == "listen") listen = v.get<std::string>();
       else if (k == "data_dir") data_dir = v.get<std::string>();
       else if (k == "images_dir") images_dir = v.get<std::string>();
@@ -128,7 +136,8 @@ Status Config::LoadFile(const fs::path& path) {
       else return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: unknown key '{}'", path.string(), k));
     }
   } catch (const nlohmann::json::exception& e) {
-    return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: {}", path.string(), e.what()));
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("{}: '{}': {}", path.string(), key, e.what()));
   }
   return {};
 }

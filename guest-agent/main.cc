@@ -77,17 +77,11 @@ int main(int argc, char** argv) {
     options.listen.push_back(*endpoint);
   }
 
-  berth::Result<std::string> token =
-      berth::Fail(berth::ErrorCode::kNotFound, "no token source configured");
-  const char* env = std::getenv(berth::agent::kTokenEnv);
-  if ((token_source == "auto" || token_source == "file") && !token_file.empty()) {
-    token = berth::agent::ReadTokenFile(token_file);
-  } else if ((token_source == "auto" || token_source == "env") && env != nullptr) {
-    token = std::string(env);
-    if (token->size() < 16) token = berth::Fail(berth::ErrorCode::kInvalidArgument, "token too short");
-  } else if (token_source == "auto" || token_source == "firmware") {
-    token = berth::agent::ReadFirmwareToken(std::chrono::seconds(30));
-  }
+  berth::agent::TokenSources sources;
+  sources.source = token_source;
+  sources.file = token_file;
+  if (const char* env = std::getenv(berth::agent::kTokenEnv)) sources.env = env;
+  auto token = berth::agent::ChooseToken(sources);
   unsetenv(berth::agent::kTokenEnv);  // children must not inherit it
   if (!token) {
     std::cerr << "berth-agent: " << token.error().message << "\n";

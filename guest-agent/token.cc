@@ -65,13 +65,13 @@ Result<std::string> FindOemString(std::string_view raw, std::string_view key) {
   return Fail(ErrorCode::kNotFound, fmt::format("no OEM string '{}'", key));
 }
 
-Result<std::string> ReadFirmwareToken(std::chrono::milliseconds wait) {
+Result<std::string> ReadFirmwareToken(std::chrono::milliseconds wait, const FirmwarePaths& paths) {
   auto deadline = std::chrono::steady_clock::now() + wait;
-  bool tried_modprobe = false;
+  bool tried_modprobe = !paths.load_module;
   for (;;) {
     struct stat st {};
-    if (::stat(kFwCfgTokenPath, &st) == 0) return ReadTokenFile(kFwCfgTokenPath);
-    std::ifstream oem(kSmbiosOemPath, std::ios::binary);
+    if (::stat(paths.fw_cfg.c_str(), &st) == 0) return ReadTokenFile(paths.fw_cfg);
+    std::ifstream oem(paths.smbios_oem, std::ios::binary);
     if (oem) {
       std::stringstream ss;
       ss << oem.rdbuf();
@@ -90,10 +90,35 @@ Result<std::string> ReadFirmwareToken(std::chrono::milliseconds wait) {
       return Fail(ErrorCode::kNotFound,
                   fmt::format("no token in firmware: neither {} nor an SMBIOS OEM string "
                               "berth.token=…",
-                              kFwCfgTokenPath));
+                              paths.fw_cfg));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+Result<std::string> ChooseToken(const TokenSources& s) {
+  bool any = s.source == "auto";
+  if (!any && s.source != "file" && s.source != "env" && s.source != "firmware") {
+    return Fail(ErrorCode::kInvalidArgument,
+                fmt::format("unknown token source '{}' (auto, file, env or firmware)", s.source));
+  }
+  if ((any || s.source == "file") && !s.file.empty()) return ReadTokenFile(s.file);
+  if (s.source == "file") {
+    return Fail(ErrorCode::kInvalidArgument, "--token-source file needs --token-file");
+  }
+  if ((any || s.source == "env") && s.env) {
+    // As given: berthd compares it byte for byte.
+    if (s.env->size() < kMinTokenLength) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("token from ${} is shorter than {} characters", kTokenEnv,
+                              kMinTokenLength));
+    }
+    return *s.env;
+  }
+  if (s.source == "env") {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("${} is not set", kTokenEnv));
+  }
+  return ReadFirmwareToken(s.firmware_wait, s.firmware);
 }
 
 }  // namespace berth::agent

@@ -558,6 +558,9 @@ Task<Result<Workspace>> WorkspaceService::KeepAlive(std::string tenant_id, std::
 
 // --- waiting ------------------------------------------------------------------------------------
 
+// How soon WaitForState looks again at a settled state that an operation may still leave.
+constexpr std::chrono::milliseconds kSettledRecheck{200};
+
 Task<Result<Workspace>> WorkspaceService::WaitForState(std::string tenant_id, std::string id_or_name,
                                                        State want, std::chrono::milliseconds timeout) {
   auto found = Lookup(tenant_id, id_or_name);
@@ -573,14 +576,21 @@ Task<Result<Workspace>> WorkspaceService::WaitForState(std::string tenant_id, st
     }
     Workspace ws = a->Snapshot();
     if (ws.state == want) co_return ws;
-    if (Settled(ws.state)) {
+    // A settled state with an operation in flight or queued is not where it lands: a restart
+    // passes through `stopped` on its way to `starting`. Without one, it stays there.
+    bool may_move_on = a->busy();
+    if (Settled(ws.state) && !may_move_on) {
       co_return Fail(ErrorCode::kFailedPrecondition,
                      fmt::format("workspace '{}' is {}{}{}", ws.name, StateName(ws.state),
                                  ws.error ? ": " : "", ws.error.value_or("")));
     }
-    auto change = co_await changes->Next(deadline);
+    // The operation may end without another change (it landed here): look again soon.
+    auto until = deadline;
+    if (Settled(ws.state)) until = std::min(deadline, std::chrono::steady_clock::now() + kSettledRecheck);
+    auto change = co_await changes->Next(until);
     if (!change) {
       if (changes->closed()) co_return Fail(ErrorCode::kUnavailable, "berthd is shutting down");
+      if (std::chrono::steady_clock::now() < deadline) continue;
       co_return Fail(ErrorCode::kDeadlineExceeded,
                      fmt::format("workspace '{}' is still {} after {} s", ws.name, StateName(ws.state),
                                  std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));

@@ -113,14 +113,20 @@ TEST_CASE("berthd: health, keys and scopes", "[berthd]") {
 
 TEST_CASE("berthd: create validates, is idempotent, and names are unique per tenant", "[berthd]") {
   auto api = Berthd().Admin();
-  for (json bad : {json{{"name", "Bad Name"}}, json{{"name", "x"}, {"size", "huge"}},
-                   json{{"name", "x"}, {"surprise", 1}}, json{{"name", "x"}, {"image", "nope"}},
-                   json{{"name", "x"}, {"idle_timeout", 1}}, json::array()}) {
+  // Each refusal with its own code: a bad request is the caller's mistake (400), an image that
+  // is not built is the host's state (409).
+  std::vector<std::pair<json, ErrorCode>> refusals = {
+      {json{{"name", "Bad Name"}}, ErrorCode::kInvalidArgument},
+      {json{{"name", "x"}, {"size", "huge"}}, ErrorCode::kInvalidArgument},
+      {json{{"name", "x"}, {"surprise", 1}}, ErrorCode::kInvalidArgument},
+      {json{{"name", "x"}, {"image", "nope"}}, ErrorCode::kFailedPrecondition},
+      {json{{"name", "x"}, {"idle_timeout", 1}}, ErrorCode::kInvalidArgument},
+      {json::array(), ErrorCode::kInvalidArgument}};
+  for (const auto& [bad, code] : refusals) {
     auto r = api.Json(verb::post, "/v1/workspaces", bad);
-    INFO(bad.dump());
+    INFO(bad.dump() << (r ? "" : " -> " + r.error().message));
     REQUIRE_FALSE(r.has_value());
-    CHECK((r.error().code == ErrorCode::kInvalidArgument ||
-           r.error().code == ErrorCode::kFailedPrecondition));
+    CHECK(r.error().code == code);
   }
   json body = {{"name", "idem"}, {"labels", {{"team", "a"}}}};
   client::Headers idem = {{"Idempotency-Key", "create-idem-1"}};

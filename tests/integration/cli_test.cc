@@ -2,17 +2,124 @@
 // berth-agent per workspace as a host process, no VM), so that exec, files and sessions run end
 // to end in seconds. `berth shell` runs in a pseudo-terminal.
 //
-// berthd comes from the build (BERTHD_BIN) or from $BERTHD_BIN; the [berthd] cases say so and
-// do nothing when neither exists.
+// berthd comes from the build (BERTHD_BIN) or from $BERTHD_BIN; the [berthd] cases skip
+// (BERTH_SKIP, which scripts/test reports) when neither exists.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <atomic>
+#include <cctype>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "common/client/api_client.h"
 #include "tests/integration/cli_test_util.h"
+#include "tests/support/skip.h"
 
 using namespace berth::cli_test;
+
+namespace {
+
+// A TCP server on a loopback port of its own, on a thread: it reads each connection to its
+// end and answers what it read in upper case. On the unix transport a workspace's "guest" is
+// this host, so a tunnel to its port reaches it.
+class UpperServer {
+ public:
+  UpperServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(listen(fd_, 16) == 0);
+    socklen_t len = sizeof(addr);
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~UpperServer() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      std::string data;
+      char buf[4096];
+      ssize_t n = 0;
+      // One connection at a time, each bounded by its peer's half-close (or 10 s of polls).
+      for (int idle = 0; idle < 100 && !stop_;) {
+        pollfd q{c, POLLIN, 0};
+        if (poll(&q, 1, 100) <= 0) {
+          ++idle;
+          continue;
+        }
+        if ((n = read(c, buf, sizeof(buf))) <= 0) break;
+        data.append(buf, static_cast<size_t>(n));
+      }
+      for (auto& ch : data) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      (void)!write(c, data.data(), data.size());  // the test's RoundTrip checks what arrived
+      close(c);
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Connects to 127.0.0.1:port, sends `data`, half-closes and reads to the end (10 s at most).
+// "" when it could not connect.
+std::string RoundTrip(int port, const std::string& data) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  REQUIRE(write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+  shutdown(fd, SHUT_WR);
+  std::string got;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return got;
+}
+
+std::vector<std::string> EventTypes(const Cli& cli, const std::string& ws) {
+  auto r = cli({"events", ws, "--json", "--limit", "1000"});
+  INFO(r);
+  REQUIRE(r.code == 0);
+  std::vector<std::string> types;
+  for (const auto& e : Json(r)) types.push_back(e.value("type", ""));
+  return types;
+}
+
+}  // namespace
 
 TEST_CASE("berth without a reachable berthd", "[cli]") {
   TempDir dir("berth-cli");
@@ -42,8 +149,7 @@ TEST_CASE("berth without a reachable berthd", "[cli]") {
 TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
-    WARN("berthd is not built yet: skipped");
-    return;
+    BERTH_SKIP("berthd is not built");
   }
   Berthd berthd(bin);
   Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
@@ -145,9 +251,26 @@ TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
   r = cli({"cp", "cli-test:" + remote + "/missing", (local / "x").string()});
   CHECK(r.code == 3);
 
-  r = cli({"ports", "cli-test", "--json"});
-  CHECK(r.code == 0);
-  CHECK(Json(r).is_array());
+  {
+    // On this transport the workspace's "guest" is this host: a port of ours listens in it.
+    UpperServer listening;
+    r = cli({"ports", "cli-test", "--json"});
+    CHECK(r.code == 0);
+    json ports = Json(r);
+    REQUIRE(ports.is_array());
+    std::vector<json> ours;
+    for (const auto& p : ports) {
+      if (p.value("port", 0) == listening.port()) ours.push_back(p);
+    }
+    INFO(ports.dump());
+    REQUIRE(ours.size() == 1);
+    CHECK(ours[0]["address"] == "127.0.0.1");
+    CHECK(ours[0]["pid"] == getpid());
+    r = cli({"ports", "cli-test"});
+    CHECK(r.code == 0);
+    CHECK(r.out.starts_with("PORT"));
+    CHECK(r.out.find(fmt::format("\n{} ", listening.port())) != std::string::npos);
+  }
 
   // stop, start, events, rm.
   r = cli({"stop", "cli-test", "--wait", "--json"});
@@ -168,8 +291,11 @@ TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
   REQUIRE(events.is_array());
   std::vector<std::string> types;
   for (const auto& e : events) types.push_back(e.value("type", ""));
-  CHECK(std::find(types.begin(), types.end(), "created") != types.end());
-  CHECK(std::find(types.begin(), types.end(), "stopped") != types.end());
+  INFO(events.dump());
+  REQUIRE_FALSE(types.empty());
+  CHECK(types.front() == "created");
+  CHECK(std::count(types.begin(), types.end(), "stopped") == 1);
+  CHECK(types.back() == "started");  // the start just before
 
   // --follow prints what happened, then waits for more (until `timeout` ends it).
   r = RunProgram({"/usr/bin/timeout", "3", BERTH_CLI_BIN, "events", "cli-test", "-f", "--json"},
@@ -203,8 +329,7 @@ TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
 TEST_CASE("keys, tenants, login and a wrong key", "[cli][berthd]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
-    WARN("berthd is not built yet: skipped");
-    return;
+    BERTH_SKIP("berthd is not built");
   }
   Berthd berthd(bin);
   Cli admin(berthd.dir(), berthd.url(), berthd.admin_key());
@@ -274,8 +399,7 @@ TEST_CASE("keys, tenants, login and a wrong key", "[cli][berthd]") {
 TEST_CASE("berth shell: a PTY that follows resizes and restores the terminal", "[cli][berthd]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
-    WARN("berthd is not built yet: skipped");
-    return;
+    BERTH_SKIP("berthd is not built");
   }
   Berthd berthd(bin);
   Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
@@ -310,4 +434,147 @@ TEST_CASE("berth shell: a PTY that follows resizes and restores the terminal", "
   CHECK(after.find("-echo ") == std::string::npos);
   CHECK(after.find(" echo ") != std::string::npos);
   CHECK(cli({"rm", "--yes", "cli-shell"}).code == 0);
+}
+
+TEST_CASE("berth hibernate, restart, port-forward, usage and logout do what they say",
+          "[cli][berthd]") {
+  std::string bin = BerthdPath();
+  if (bin.empty()) {
+    BERTH_SKIP("berthd is not built");
+  }
+  Berthd berthd(bin);
+  Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
+  auto r = cli({"create", "cli-more", "--wait", "--json"});
+  INFO(r);
+  REQUIRE(r.code == 0);
+  std::string id = Json(r)["id"];
+
+  // hibernate --wait lands in hibernated; a second one changes nothing; start resumes.
+  r = cli({"hibernate", "cli-more", "--wait", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["state"] == "hibernated");
+  r = cli({"get", "cli-more", "--json"});
+  CHECK(Json(r)["state"] == "hibernated");
+  r = cli({"hibernate", "cli-more", "--json"});  // already there: no error, no change
+  CHECK(r.code == 0);
+  CHECK(Json(r)["state"] == "hibernated");
+  r = cli({"start", "cli-more", "--wait", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["state"] == "running");
+  auto types = EventTypes(cli, "cli-more");
+  CHECK(std::count(types.begin(), types.end(), "hibernated") == 1);
+
+  // restart --wait: stopped and started again, running at the end.
+  size_t before = types.size();
+  r = cli({"restart", "cli-more", "--wait", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["state"] == "running");
+  types = EventTypes(cli, "cli-more");
+  REQUIRE(types.size() >= before);
+  std::vector<std::string> restart(types.begin() + static_cast<std::ptrdiff_t>(before), types.end());
+  CHECK(restart == std::vector<std::string>{"stopping", "stopped", "starting", "started"});
+
+  // port-forward: a local port to a server in the workspace (the host, on this transport),
+  // until Ctrl-C; 0 as the local port picks a free one and says which.
+  UpperServer server;
+  int remote = server.port();
+  REQUIRE(RoundTrip(remote, "x") == "X");
+  Pty forward({BERTH_CLI_BIN, "port-forward", "cli-more", fmt::format("0:{}", remote)}, cli.vars());
+  REQUIRE(forward.WaitFor("(Ctrl-C to stop)"));
+  std::string line = forward.output();
+  INFO(line);
+  auto at = line.find("forwarding 127.0.0.1:");
+  REQUIRE(at != std::string::npos);
+  int local = std::atoi(line.c_str() + at + std::string("forwarding 127.0.0.1:").size());
+  REQUIRE(local > 0);
+  CHECK(local != remote);
+  CHECK(line.find(fmt::format("-> cli-more:{}", remote)) != std::string::npos);
+  CHECK(RoundTrip(local, "through the forward") == "THROUGH THE FORWARD");
+  CHECK(RoundTrip(local, "twice") == "TWICE");  // one tunnel per connection
+  forward.Write("\x03");  // Ctrl-C: SIGINT from the terminal
+  CHECK(forward.Wait() == 0);
+  CHECK(RoundTrip(local, "gone") == "");  // the local port is closed with it
+  r = cli({"port-forward", "cli-more", "99999"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("bad port '99999'") != std::string::npos);
+
+  // usage: this workspace's running time, as JSON and as a table with a total.
+  r = cli({"usage", "--json"});
+  REQUIRE(r.code == 0);
+  json usage = Json(r);
+  REQUIRE(usage["workspaces"].size() == 1);
+  CHECK(usage["workspaces"][0]["workspace"] == id);
+  CHECK(usage["workspaces"][0]["name"] == "cli-more");
+  r = cli({"usage"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.starts_with("From "));
+  CHECK(r.out.find("cli-more") != std::string::npos);
+  CHECK(r.out.find("TOTAL") != std::string::npos);
+  r = cli({"usage", "--from", "1000000000", "--to", "1000003600", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["workspaces"].empty());
+  r = cli({"usage", "--from", "yesterday"});
+  CHECK(r.code == 2);
+
+  // logout forgets the saved URL and key: the next command has none.
+  Cli user(berthd.dir(), "", "");
+  r = user({"login", "--url", berthd.url(), "--api-key", berthd.admin_key()});
+  REQUIRE(r.code == 0);
+  REQUIRE(user({"whoami"}).code == 0);
+  r = user({"logout"});
+  CHECK(r.code == 0);
+  CHECK(r.out == "removed the URL and API key from " + user.config_path() + "\n");
+  std::string saved = ReadFile(user.config_path());
+  CHECK(saved.find("api_key") == std::string::npos);
+  CHECK(saved.find(berthd.admin_key()) == std::string::npos);
+  r = user({"whoami"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no berthd URL") != std::string::npos);
+  CHECK(user({"logout"}).code == 0);  // nothing saved: still fine
+
+  CHECK(cli({"rm", "--yes", "cli-more", "--wait"}).code == 0);
+}
+
+TEST_CASE("berthd refuses a bad --config with exit 2 and a message naming the problem",
+          "[berthd][config]") {
+  std::string bin = BerthdPath();
+  if (bin.empty()) {
+    BERTH_SKIP("berthd is not built");
+  }
+  TempDir dir("berthd-config");
+  struct Case {
+    std::string text;      // the file's content ("" : no file at all)
+    std::string expected;  // in stderr, after the path
+  };
+  std::vector<Case> cases = {
+      {"", ": No such file or directory"},
+      {"{\"listen\": ", " is not valid JSON"},
+      {"[1, 2]", " is not a JSON object"},
+      {"{\"surprise\": 1}", ": unknown key 'surprise'"},
+      {"{\"listen\": 5}", ": 'listen': "},
+      {"{\"boot_timeout_s\": \"soon\"}", ": 'boot_timeout_s': "},
+      {"{\"network\": {\"isolation\": \"maybe\"}}", ": network: "},
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    std::string path = dir / fmt::format("config-{}.json", n++);
+    if (!c.text.empty()) WriteFile(path, c.text);
+    auto r = RunProgram({bin, "--config", path, "--data", dir / "data"}, {}, "",
+                        std::chrono::seconds(30));
+    INFO(c.text << "\n" << r);
+    CHECK(r.code == 2);
+    CHECK(r.err.starts_with("berthd: "));
+    CHECK(r.err.find(path + c.expected) != std::string::npos);
+    CHECK(r.out.find("listening on") == std::string::npos);
+  }
+  // Well-formed but wrong: refused at start, before it listens, with exit 1.
+  std::string path = dir / "transport.json";
+  WriteFile(path, "{\"transport\": \"carrier-pigeon\", \"listen\": \"127.0.0.1:0\", "
+                  "\"libvirt_uri\": \"test:///default\"}");
+  auto r = RunProgram({bin, "--config", path, "--data", dir / "data"}, {}, "",
+                      std::chrono::seconds(60));
+  INFO(r);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("unknown transport 'carrier-pigeon'") != std::string::npos);
+  CHECK(r.out.find("listening on") == std::string::npos);
 }

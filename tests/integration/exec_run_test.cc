@@ -14,6 +14,7 @@
 #include "tests/support/wait.h"
 #include "common/client/exec.h"
 #include "tests/support/test_agent.h"
+#include "tests/support/skip.h"
 
 using namespace berth;
 using protocol::ExecEvent;
@@ -209,8 +210,7 @@ TEST_CASE("exec runs as another user; an unknown user is 404", "[exec]") {
   CHECK(err.error().code == ErrorCode::kNotFound);
 
   if (geteuid() != 0) {
-    WARN("not root: skipping the run as nobody");
-    return;
+    BERTH_SKIP("needs root to run as nobody");
   }
   auto req = Cmd("id -u; pwd; echo $USER");
   req.user = "nobody";

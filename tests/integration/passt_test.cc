@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "controller/network/passt.h"
+#include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
 
@@ -28,8 +29,7 @@ TEST_CASE("passt command line keeps forwards on loopback and the gateway unmappe
 
 TEST_CASE("passt starts as the QEMU user and serves its socket", "[passt]") {
   if (geteuid() != 0 || access("/usr/bin/passt", X_OK) != 0) {
-    WARN("needs root and passt");
-    return;
+    BERTH_SKIP("needs root and /usr/bin/passt");
   }
   testing::TempDir dir("berth-passt");
   // The QEMU user must be able to create its socket here.

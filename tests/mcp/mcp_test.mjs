@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -315,16 +316,74 @@ async function scenario(client, label) {
       const r = await call(client, 'process_output', { id: `bg-${label}` });
       return /started/.test(r.structuredContent?.stdout ?? '') ? r : null;
     }, 20_000);
-    assert.equal(output.structuredContent?.status ?? 'running', 'running');
+    assert.equal(output.structuredContent?.status, 'running', text(output));
+    assert.equal(output.structuredContent?.pid, started.structuredContent.pid);
     await call(client, 'process_kill', { id: `bg-${label}` });
     const ended = await call(client, 'process_output', { id: `bg-${label}`, wait: 10 });
+    assert.equal(ended.structuredContent?.status, 'exited', text(ended));
     assert.doesNotMatch(text(ended), /still running/);
   });
 
-  await step(`${label}: ports_list and workspace_list answer`, async () => {
-    await call(client, 'ports_list', {});
+  await step(`${label}: ports_list shows a port listening in the workspace; workspace_list it`,
+             async () => {
+    // On the unix transport the workspace's "guest" is this host: a server of ours is in it.
+    const server = net.createServer((socket) => socket.end());
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = server.address().port;
+    try {
+      const ports = await call(client, 'ports_list', {});
+      const ours = ports.structuredContent.ports.filter((p) => p.port === port);
+      assert.equal(ours.length, 1, text(ports));
+      assert.equal(ours[0].address, '127.0.0.1');
+      assert.equal(ours[0].pid, process.pid);
+      assert.match(text(ports), new RegExp(`- 127\\.0\\.0\\.1:${port} .*\\(loopback only\\)`));
+    } finally {
+      server.close();
+    }
     const list = await call(client, 'workspace_list', {});
-    assert.ok(list.structuredContent.workspaces.some((w) => w.name === wsName));
+    const mine = list.structuredContent.workspaces.filter((w) => w.name === wsName);
+    assert.equal(mine.length, 1);
+    assert.equal(mine[0].state, 'running');
+  });
+
+  await step(`${label}: workspace_stop, workspace_start and workspace_hibernate move the workspace`,
+             async () => {
+    const stopped = await call(client, 'workspace_stop', { workspace: wsName, force: true, wait: true });
+    assert.equal(stopped.structuredContent?.state, 'stopped', text(stopped));
+    assert.equal((await api('GET', `/v1/workspaces/${wsName}`)).state, 'stopped');
+    const started = await call(client, 'workspace_start', { workspace: wsName });  // waits by default
+    assert.equal(started.structuredContent?.state, 'running', text(started));
+    assert.equal((await api('GET', `/v1/workspaces/${wsName}`)).state, 'running');
+    // Starting what runs is no error (berthd takes it as done).
+    const again = await call(client, 'workspace_start', { workspace: wsName });
+    assert.equal(again.structuredContent?.state, 'running', text(again));
+    const hibernated = await call(client, 'workspace_hibernate', { workspace: wsName, wait: true });
+    assert.equal(hibernated.structuredContent?.state, 'hibernated', text(hibernated));
+    assert.equal((await api('GET', `/v1/workspaces/${wsName}`)).state, 'hibernated');
+    const resumed = await call(client, 'workspace_start', {});  // the session's default workspace
+    assert.equal(resumed.structuredContent?.state, 'running', text(resumed));
+    assert.equal(resumed.structuredContent?.name, wsName);
+    const events = (await api('GET', `/v1/workspaces/${wsName}/events?limit=1000`)).events;
+    assert.equal(events.filter((e) => e.type === 'hibernated').length, 1);
+  });
+
+  await step(`${label}: workspace_use changes the session's default workspace`, async () => {
+    const other = `${wsName}-other`;
+    const made = await api('POST', '/v1/workspaces', { name: other, env: { BERTH_WS_MARK: 'other' } });
+    await api('POST', `/v1/workspaces/${made.id}/wait`, { state: 'running', timeout_s: 60 });
+    const used = await call(client, 'workspace_use', { workspace: other });
+    assert.equal(used.structuredContent?.name, other, text(used));
+    assert.equal((await call(client, 'workspace_get', {})).structuredContent?.name, other);
+    // exec without a workspace runs in the chosen one: only it has this variable.
+    const there = await call(client, 'exec', { cmd: 'echo "mark=$BERTH_WS_MARK"' });
+    assert.equal(there.structuredContent?.stdout, 'mark=other\n');
+    await callFails(client, 'workspace_use', { workspace: 'no-such-workspace' }, /not_found|no workspace/);
+    assert.equal((await call(client, 'workspace_get', {})).structuredContent?.name, other);
+    await call(client, 'workspace_use', { workspace: wsName });
+    assert.equal((await call(client, 'workspace_get', {})).structuredContent?.name, wsName);
+    const back = await call(client, 'exec', { cmd: 'echo "mark=$BERTH_WS_MARK"' });
+    assert.equal(back.structuredContent?.stdout, 'mark=\n');
+    await api('DELETE', `/v1/workspaces/${made.id}`);
   });
 
   await step(`${label}: file_delete removes the file`, async () => {
@@ -466,7 +525,8 @@ try {
 
       await step('http: workspace_delete removes the workspace', async () => {
         const result = await call(httpClient, 'workspace_delete', { workspace: wsName });
-        assert.match(text(result), /deleting|deleted/);
+        assert.equal(result.structuredContent?.state, 'deleting', text(result));
+        assert.match(text(result), /It is being deleted with its disks/);
         await callFails(httpClient, 'exec', { cmd: 'true' }, /workspace_use/);
       });
 

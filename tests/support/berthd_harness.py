@@ -78,6 +78,14 @@ class Berthd:
     def __init__(self, data, config, prefix=()):
         # prefix: a command berthd runs under (setpriv, to take a capability away).
         self.data, self.config, self.proc, self.prefix = data, config, None, list(prefix)
+        self.health = None  # the last start's GET /v1/health: what runs the guests
+
+    def ran(self):
+        """What ran the guests, as berthd said at its last start: "accel tcg, transport forward".
+        The e2e tests print it on their PASS and FAIL lines, so a log says what was tested."""
+        if not self.health:
+            return "accel ?, transport ? (berthd did not start)"
+        return f"accel {self.health.get('accel', '?')}, transport {self.health.get('transport', '?')}"
 
     def start(self):
         addr = os.path.join(self.data, "listen.addr")
@@ -91,9 +99,10 @@ class Berthd:
             if os.path.exists(addr) and open(addr).read().strip():
                 url = open(addr).read().strip()
                 try:
-                    urllib.request.urlopen(url + "/v1/health", timeout=5).read()
+                    raw = urllib.request.urlopen(url + "/v1/health", timeout=5).read()
+                    self.health = json.loads(raw)
                     return url
-                except OSError:
+                except (OSError, ValueError):
                     pass
             time.sleep(0.1)
         raise Failure("berthd did not start listening")

@@ -138,8 +138,8 @@ def main():
         url = berthd.start()
         key = open(os.path.join(data, "admin.key")).read().strip()
         api = Api(url, key)
-        log(f"berthd at {url} ({accel()} guests, transport {api.ok('GET', '/v1/health').get('transport')}, "
-            f"network isolation {'on' if ISOLATION else 'off'})")
+        log(f"berthd at {url}: {berthd.ran()} (asked for accel {accel()}), "
+            f"network isolation {'on' if ISOLATION else 'off'}")
         # Every restart below is on this same port, while VMs (and their passt) run: a child that
         # inherited berthd's listening socket would make the bind fail.
         first_url = url
@@ -302,10 +302,10 @@ def main():
         usage = api.ok("GET", "/v1/usage")
         check(usage["total"]["seconds"] > 0, f"usage: {usage}")
         log(f"figures: {json.dumps(figures)}")
-        print(f"PASS {T} in {time.monotonic() - t_start:.0f} s")
+        print(f"PASS {T} in {time.monotonic() - t_start:.0f} s ({berthd.ran()})")
         return 0
     except (Failure, OSError, subprocess.CalledProcessError, KeyError, ValueError) as e:
-        print(f"FAIL {T}: {e}")
+        print(f"FAIL {T} ({berthd.ran()}): {e}")
         try:
             print("---- berthd log tail ----")
             print("".join(open(os.path.join(data, "berthd.log")).readlines()[-40:]))

@@ -15,7 +15,7 @@ T=e2e_image_base
 agent=${BERTH_AGENT_BIN:-$repo/build/guest-agent/berth-agent}
 start=$(berth_now)
 
-fail() { echo "FAIL $T: $*"; [ -n "$VM_DIR" ] && { echo "---- serial log tail ----"; berth_vm_serial_tail 40; }; exit 1; }
+fail() { echo "FAIL $T (accel ${VM_ACCEL:-?}, transport forward: images/lib/vm.sh, not berthd): $*"; [ -n "$VM_DIR" ] && { echo "---- serial log tail ----"; berth_vm_serial_tail 40; }; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "SKIP $T: needs root"; exit 77; }
 [ -x "$agent" ] || fail "agent binary $agent missing (build it first, or set BERTH_AGENT_BIN)"
 
@@ -28,7 +28,7 @@ trap 'berth_vm_cleanup' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 berth_vm_create "$image" base-e2e || fail "could not define the domain"
-echo "== boot $VM_NAME ($VM_ACCEL)"
+echo "== boot $VM_NAME (accel $VM_ACCEL, transport forward: images/lib/vm.sh, not berthd)"
 berth_vm_boot || fail "the agent did not answer after boot"
 first_boot=$VM_READY_SECONDS
 
@@ -62,4 +62,4 @@ berth_vm_boot || fail "the agent did not answer after the second boot"
 got=$(berth_vm_exec 'cat /workspace/e2e-durable.txt') || fail "the file written before destroy is gone"
 [ "$got" = "$nonce" ] || fail "the file written before destroy holds '$got', not '$nonce'"
 
-echo "PASS $T: agent ready in ${first_boot}s, again in ${VM_READY_SECONDS}s after destroy ($VM_ACCEL); kernel $kernel; /workspace durable; total $(berth_elapsed "$start")s"
+echo "PASS $T: agent ready in ${first_boot}s, again in ${VM_READY_SECONDS}s after destroy (accel $VM_ACCEL, transport forward: images/lib/vm.sh, not berthd); kernel $kernel; /workspace durable; total $(berth_elapsed "$start")s"

@@ -263,6 +263,7 @@ def main():
     try:
         lab.up()
         url = berthd.start()
+        log(f"berthd at {url}: {berthd.ran()}")
         api = Api(url, open(os.path.join(data, "admin.key")).read().strip())
         berthd_port = int(url.rsplit(":", 1)[1])
         log("two workspaces: A (allowlist allowed.test), B (open)")
@@ -356,10 +357,10 @@ def main():
             time.sleep(1)
         check(f"w{b_uid}" not in sh("nft", "list", "table", "inet", "berth").stdout, "rules left for a deleted workspace")
         api.ok("DELETE", "/v1/workspaces/neta")
-        print(f"PASS {T}")
+        print(f"PASS {T} ({berthd.ran()})")
         return 0
     except Failure as e:
-        print(f"FAIL {T}: {e}")
+        print(f"FAIL {T} ({berthd.ran()}): {e}")
         return 1
     finally:
         # berthd leaves VMs running when it stops: a failed run must not leave two TCG guests

@@ -1,0 +1,2 @@
+# The agent's pure parts: where its token comes from (file, environment, fw_cfg, SMBIOS).
+berth_add_test(unit_agent_token SOURCES unit/agent_token_test.cc LABELS unit)
