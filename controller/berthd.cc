@@ -242,6 +242,19 @@ Status Daemon::Start() {
     net.isolation = false;
     net.libvirt_qemu_dir.clear();  // no QEMU runs
   }
+  if (!net.isolation && config_.transport != "unix") {
+    // The operator turned isolation off. An isolating berthd that ran here before left its
+    // table, whose catch-all refuses every uid of the range in none of its chains: this
+    // berthd's passt and QEMU run under such uids, so its guests would be cut off.
+    auto removed = network::Firewall::RemoveTable();
+    if (!removed) {
+      spdlog::warn("guest network: isolation is off, and berthd cannot check for an old nftables table "
+                   "'inet berth' ({}); if one is there, guests cannot be reached", removed.error().message);
+    } else if (*removed) {
+      spdlog::warn("guest network: isolation is off: removed the nftables table 'inet berth' an earlier "
+                   "berthd left, which would have cut this berthd's guests off");
+    }
+  }
   auto manager = network::NetworkManager::Start(net, *store_, UnixNow);
   if (!manager) return Fail(manager.error());
   network_ = std::move(*manager);

@@ -36,6 +36,18 @@ Result<std::unique_ptr<Firewall>> Firewall::Install(const UidRange& range, const
   return std::unique_ptr<Firewall>(new Firewall(std::move(*nft)));
 }
 
+Result<bool> Firewall::RemoveTable() {
+  auto nft = Nft::Open();
+  if (!nft) return Fail(nft.error());
+  auto listed = (*nft)->Json(fmt::format("list tables {}", kTableFamily));
+  if (!listed) return Fail(listed.error());
+  bool present = false;
+  ForEachObject(*listed, "table", [&](const nlohmann::json& t) { present = present || t.value("name", "") == kTableName; });
+  if (!present) return false;
+  if (auto s = (*nft)->Run(fmt::format("delete table {}\n", Table())); !s) return Fail(s.error());
+  return true;
+}
+
 Status Firewall::Apply(const WorkspaceRules& rules) { return nft_->Run(WorkspaceBatch(rules)); }
 
 Status Firewall::Remove(uid_t uid, const std::string& resolver) {

@@ -33,6 +33,10 @@ class Firewall {
   // Opens libnftables and installs the table (InstallBatch). unavailable with nft's message
   // when the kernel or the permissions do not allow it.
   static Result<std::unique_ptr<Firewall>> Install(const UidRange& range, const std::vector<Cidr>& open_cidrs);
+  // Deletes berthd's table if it is there (an isolating berthd ran on this host before); true
+  // if there was one. For a berthd with isolation off, whose guests' uids the old table's
+  // catch-all would refuse.
+  static Result<bool> RemoveTable();
 
   Status Apply(const WorkspaceRules& rules);
   Status Remove(uid_t uid, const std::string& resolver);

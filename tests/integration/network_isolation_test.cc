@@ -339,6 +339,25 @@ TEST_CASE_METHOD(Fixture, "isolation off: nothing installed and the status says 
   CHECK(status->policy.egress == Egress::kNone);
 }
 
+TEST_CASE_METHOD(Fixture, "an old table is removed for a berthd with isolation off, whose uids it would refuse",
+                 "[network][netns]") {
+  // An isolating berthd ran here and left its table...
+  {
+    auto first = Start();
+    REQUIRE(first != nullptr);
+  }
+  REQUIRE(std::system("nft list table inet berth >/dev/null 2>&1") == 0);
+  // ...whose catch-all refuses every uid of the range without a chain: a berthd with isolation
+  // off runs its guests' passt and QEMU under such uids, so it removes the table first.
+  auto removed = Firewall::RemoveTable();
+  REQUIRE(removed);
+  CHECK(*removed);
+  CHECK(std::system("nft list table inet berth >/dev/null 2>&1") != 0);
+  auto again = Firewall::RemoveTable();
+  REQUIRE(again);
+  CHECK_FALSE(*again);
+}
+
 TEST_CASE_METHOD(Fixture, "a real passt under the workspace uid: a guest's hand-made frames reach only what the policy allows",
                  "[network][netns][passt]") {
   REQUIRE(access("/usr/bin/passt", X_OK) == 0);
