@@ -79,7 +79,7 @@ Status FakeHypervisor::Start(const std::string& name) {
     if (it->second.state == DomainState::kRunning) {
       return Fail(ErrorCode::kFailedPrecondition, "domain is already running");
     }
-    it->second.state = DomainState::kRunning;
+    it->second.state = DomainState::kRunning;  // from shut off, saved, or paused (starting up)
   }
   return {};
 }

@@ -49,7 +49,7 @@ class Hypervisor {
 
   // Defines or redefines the domain (same name and UUID).
   virtual Status Define(const DomainSpec& spec) = 0;
-  // Boots it, or resumes it from its managed save image if it has one.
+  // Boots it, or resumes it from its managed save; a paused one (a start cut short) runs on.
   virtual Status Start(const std::string& name) = 0;
   // Presses the VM's ACPI power button: asks the guest to power off; returns at once.
   virtual Status PressPowerButton(const std::string& name) = 0;

@@ -194,6 +194,16 @@ Status LibvirtHypervisor::Start(const std::string& name) {
   if (!dom) return Fail(dom.error());
   // Drivers disagree on the error for this (QEMU: operation invalid, test: internal).
   if (virDomainIsActive(dom->get()) == 1) {
+    // A start whose caller went away early (berthd killed during virDomainCreate) leaves QEMU
+    // paused for good, "starting up": libvirt lets the vCPUs run only at the very end of a
+    // start (measured: a client killed 0.15 s into `virsh start`). Let it run now.
+    int state = 0;
+    int reason = 0;
+    if (virDomainGetState(dom->get(), &state, &reason, 0) == 0 && state == VIR_DOMAIN_PAUSED &&
+        reason == VIR_DOMAIN_PAUSED_STARTING_UP) {
+      if (virDomainResume(dom->get()) < 0) return Fail(LibvirtError("resume " + name));
+      return {};
+    }
     return Fail(ErrorCode::kFailedPrecondition, fmt::format("{} is already running", name));
   }
   // virDomainCreate resumes from a managed save image when there is one.

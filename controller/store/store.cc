@@ -229,6 +229,30 @@ Status Store::TouchKey(const std::string& id, int64_t now) {
 
 Status Store::InsertWorkspace(const Workspace& ws) {
   std::lock_guard lock(mutex_);
+  return InsertWorkspaceLocked(ws);
+}
+
+Result<Event> Store::InsertWorkspace(const Workspace& ws, const NewEvent& event,
+                                     const std::string& idempotency_key) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (auto s = InsertWorkspaceLocked(ws); !s) return Fail(s.error());
+  if (!idempotency_key.empty()) {
+    auto key = db_.Prepare(
+        "INSERT INTO idempotency_keys (tenant_id, key, workspace_id, created_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (tenant_id, key) DO UPDATE SET workspace_id = excluded.workspace_id, "
+        "created_at = excluded.created_at");
+    if (!key) return Fail(key.error());
+    key->Bind(1, ws.tenant_id).Bind(2, idempotency_key).Bind(3, ws.id).Bind(4, event.at);
+    if (auto s = key->Run(); !s) return Fail(s.error());
+  }
+  auto added = AddEventLocked(ws.id, ws.tenant_id, event);
+  if (!added) return Fail(added.error());
+  if (auto s = tx.Commit(); !s) return Fail(s.error());
+  return added;
+}
+
+Status Store::InsertWorkspaceLocked(const Workspace& ws) {
   auto stmt = db_.Prepare(fmt::format(
       "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
       "?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -310,6 +334,20 @@ Result<std::vector<Workspace>> Store::ListAllWorkspaces() {
 
 Status Store::UpdateWorkspace(const Workspace& ws) {
   std::lock_guard lock(mutex_);
+  return UpdateWorkspaceLocked(ws);
+}
+
+Result<Event> Store::UpdateWorkspace(const Workspace& ws, const NewEvent& event) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (auto s = UpdateWorkspaceLocked(ws); !s) return Fail(s.error());
+  auto added = AddEventLocked(ws.id, ws.tenant_id, event);
+  if (!added) return Fail(added.error());
+  if (auto s = tx.Commit(); !s) return Fail(s.error());
+  return added;
+}
+
+Status Store::UpdateWorkspaceLocked(const Workspace& ws) {
   auto stmt = db_.Prepare(
       "UPDATE workspaces SET name = ?, idle_timeout_s = ?, idle_action = ?, max_runtime_s = ?, "
       "auto_start = ?, env = ?, labels = ?, state = ?, error = ?, updated_at = ?, started_at = ?, "
@@ -335,6 +373,22 @@ Status Store::UpdateWorkspace(const Workspace& ws) {
 Status Store::DeleteWorkspace(const std::string& id) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
+  if (auto s = DeleteWorkspaceLocked(id); !s) return s;
+  return tx.Commit();
+}
+
+Result<Event> Store::DeleteWorkspace(const std::string& id, const std::string& tenant_id,
+                                     const NewEvent& event) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (auto s = DeleteWorkspaceLocked(id); !s) return Fail(s.error());
+  auto added = AddEventLocked(id, tenant_id, event);
+  if (!added) return Fail(added.error());
+  if (auto s = tx.Commit(); !s) return Fail(s.error());
+  return added;
+}
+
+Status Store::DeleteWorkspaceLocked(const std::string& id) {
   for (const char* sql : {"DELETE FROM idempotency_keys WHERE workspace_id = ?",
                           "DELETE FROM workspaces WHERE id = ?"}) {
     auto stmt = db_.Prepare(sql);
@@ -342,7 +396,7 @@ Status Store::DeleteWorkspace(const std::string& id) {
     stmt->Bind(1, id);
     if (auto s = stmt->Run(); !s) return s;
   }
-  return tx.Commit();
+  return {};
 }
 
 Result<std::vector<int64_t>> Store::UsedVsockCids() {
@@ -423,13 +477,18 @@ Result<Event> Store::AddEvent(const std::string& workspace_id, const std::string
                               int64_t at, const std::string& type, const std::string& message,
                               const nlohmann::json& data) {
   std::lock_guard lock(mutex_);
+  return AddEventLocked(workspace_id, tenant_id, NewEvent{at, type, message, data});
+}
+
+Result<Event> Store::AddEventLocked(const std::string& workspace_id, const std::string& tenant_id,
+                                    const NewEvent& event) {
   auto stmt = db_.Prepare(
       "INSERT INTO events (workspace_id, tenant_id, at, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
   if (!stmt) return Fail(stmt.error());
-  stmt->Bind(1, workspace_id).Bind(2, tenant_id).Bind(3, at).Bind(4, type).Bind(5, message)
-      .Bind(6, DumpJson(data));
+  stmt->Bind(1, workspace_id).Bind(2, tenant_id).Bind(3, event.at).Bind(4, event.type)
+      .Bind(5, event.message).Bind(6, DumpJson(event.data));
   if (auto s = stmt->Run(); !s) return Fail(s.error());
-  return Event{db_.LastInsertRowId(), workspace_id, at, type, message, data};
+  return Event{db_.LastInsertRowId(), workspace_id, event.at, event.type, event.message, event.data};
 }
 
 Result<std::vector<Event>> Store::ListEvents(const std::string& workspace_id, int64_t after_id,

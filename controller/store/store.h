@@ -40,6 +40,15 @@ struct Event {
   nlohmann::json data = nlohmann::json::object();
 };
 
+// An event to write together with a change of its workspace (the overloads of InsertWorkspace,
+// UpdateWorkspace and DeleteWorkspace that take one).
+struct NewEvent {
+  int64_t at = 0;
+  std::string type;
+  std::string message;
+  nlohmann::json data = nlohmann::json::object();
+};
+
 struct WorkspaceFilter {
   std::optional<workspace::State> state;
   std::vector<std::pair<std::string, std::string>> labels;  // all must match
@@ -81,6 +90,16 @@ class Store {
   // Writes every mutable field of `ws` (state, error, settings, timestamps).
   Status UpdateWorkspace(const workspace::Workspace& ws);
   Status DeleteWorkspace(const std::string& id);
+  // The same three, each with its event in one transaction: a crash (berthd killed between
+  // two statements) never leaves a workspace's change without its line on the timeline, nor
+  // the line without the change. Nothing is written when any part fails. Return the event.
+  // A non-empty `idempotency_key` is stored with the new workspace (a key whose workspace was
+  // deleted names the new one), so a retry after a crash never makes a second workspace.
+  Result<Event> InsertWorkspace(const workspace::Workspace& ws, const NewEvent& event,
+                                const std::string& idempotency_key = {});
+  Result<Event> UpdateWorkspace(const workspace::Workspace& ws, const NewEvent& event);
+  Result<Event> DeleteWorkspace(const std::string& id, const std::string& tenant_id,
+                                const NewEvent& event);
   Result<std::vector<int64_t>> UsedVsockCids();
   // The workspace's uid in [first, first + count): the one it has, or else the lowest free one,
   // stored before this returns (a workspace keeps it until deleted; one created before network
@@ -117,6 +136,12 @@ class Store {
 
  private:
   explicit Store(Database db) : db_(std::move(db)) {}
+  // The statements themselves; the caller holds mutex_ (and, for several, a Transaction).
+  Status InsertWorkspaceLocked(const workspace::Workspace& ws);
+  Status UpdateWorkspaceLocked(const workspace::Workspace& ws);
+  Status DeleteWorkspaceLocked(const std::string& id);
+  Result<Event> AddEventLocked(const std::string& workspace_id, const std::string& tenant_id,
+                               const NewEvent& event);
   std::mutex mutex_;
   Database db_;
 };

@@ -128,6 +128,19 @@ void ImageStore::Release(const std::string& name, const std::string& version,
   fs::remove(dir_ / name / version / "holds" / ws_id, ec);
 }
 
+void ImageStore::ReleaseEverywhere(const std::string& ws_id) {
+  if (ws_id.empty() || ws_id.find('/') != std::string::npos || ws_id.starts_with('.')) return;
+  std::error_code ec;
+  for (const auto& image : fs::directory_iterator(dir_, ec)) {
+    if (!ValidateImageName(image.path().filename().string()) || !image.is_directory(ec)) continue;
+    std::error_code vec;
+    for (const auto& version : fs::directory_iterator(image.path(), vec)) {
+      std::error_code rec;
+      fs::remove(version.path() / "holds" / ws_id, rec);
+    }
+  }
+}
+
 std::vector<ImageStore::Collected> ImageStore::CollectUnused() {
   std::vector<Collected> out;
   auto build = LockFile(dir_.parent_path() / ".build.lock", /*wait=*/false);

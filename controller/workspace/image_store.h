@@ -42,6 +42,9 @@ class ImageStore {
               const std::filesystem::path& root_disk);
   // Drops the hold (nothing when there is none).
   void Release(const std::string& name, const std::string& version, const std::string& ws_id);
+  // Drops `ws_id`'s holds on every version (for a workspace whose record was never stored, so
+  // its image is not known).
+  void ReleaseEverywhere(const std::string& ws_id);
 
   struct Collected {
     std::string name;

@@ -285,7 +285,18 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
     if (!resume) {
       if (auto s = hypervisor_.Define(spec); !s) return s;
     }
-    return hypervisor_.Start(name);
+    auto s = hypervisor_.Start(name);
+    if (!s && s.error().code == ErrorCode::kFailedPrecondition) {
+      // Up already, though it was not when the boot began: libvirt finished a start that a
+      // berthd killed meanwhile had asked for. A resume restored the very memory this one
+      // would, with the same token: it is this boot's VM. A cold boot's had the earlier token:
+      // a failed attempt (destroyed, then booted again). Never "overtaken", which would end
+      // the boot and leave the workspace starting for good.
+      if (resume) return Status{};
+      return Fail(ErrorCode::kUnavailable, fmt::format("{} was started by someone else meanwhile: {}",
+                                                       name, s.error().message));
+    }
+    return s;
   };
   auto started = co_await Blocking(std::move(start));
   if (!started) co_return started;
@@ -322,6 +333,17 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
   }
   Status booted = Fail(ErrorCode::kInternal, "not booted");
   if (Up(*domain)) {
+    if (*domain == DomainState::kPaused) {
+      // Berth pauses no VM: a berthd killed during the start left it paused, its guest frozen
+      // (the agent would never answer; the boot would wait out its whole deadline).
+      auto resumed = co_await OnHypervisor(&hypervisor::Hypervisor::Start, name);
+      if (stopping_ || a->record().state != State::kStarting) co_return;
+      if (resumed) {
+        spdlog::info("workspace {}: its VM was left paused by a start cut short; running it", a->id());
+      } else {
+        spdlog::warn("workspace {}: running its paused VM: {}", a->id(), resumed.error().message);
+      }
+    }
     // Already up (berthd restarted during a boot): only the agent is left to wait for.
     booted = co_await WaitForAgent(a, boot_timeout_);
   } else {
@@ -457,6 +479,16 @@ Task<void> WorkspaceService::HibernateOp(ActorPtr a, std::string reason) {
   auto saved = co_await OnHypervisor(&hypervisor::Hypervisor::Save, name);
   if (stopping_ || a->record().state != State::kHibernating) co_return;
   if (!saved) {
+    auto state = co_await QueryDomain(name);
+    if (stopping_ || a->record().state != State::kHibernating) co_return;
+    // Saved all the same: the save a berthd killed during it had asked for went on in libvirt
+    // and finished first (this one found the domain no longer running). Hibernated.
+    if (state && *state == DomainState::kSaved) {
+      spdlog::info("workspace {}: saved by an earlier request ({})", a->id(), saved.error().message);
+      saved = Status{};
+    }
+  }
+  if (!saved) {
     // Still running (a save that fails leaves the domain as it was): say so and carry on.
     auto state = co_await QueryDomain(name);
     if (stopping_ || a->record().state != State::kHibernating) co_return;
@@ -501,13 +533,22 @@ Task<void> WorkspaceService::DeleteOp(ActorPtr a) {
   }
   a->SetLink(std::nullopt);
   if (auto s = store_.CloseUsage(ws.id, Now()); !s) spdlog::warn("usage for {}: {}", ws.id, s.error().message);
-  Record(*a, "deleted", "");
-  if (auto s = store_.DeleteWorkspace(ws.id); !s) {
+  // The row goes with its "deleted" event, in one transaction: a berthd killed between the two
+  // would write the event a second time when it redoes the delete.
+  store::NewEvent last{Now(), "deleted", "", nlohmann::json::object()};
+  auto deleted = store_.DeleteWorkspace(ws.id, ws.tenant_id, last);
+  if (!deleted) {
     // Still "deleting" in the store: the reconciler runs this again, and it finds nothing to do
     // but this.
-    spdlog::error("delete {}: {}", ws.id, s.error().message);
+    spdlog::error("delete {}: {}", ws.id, deleted.error().message);
     co_return;
   }
+  spdlog::info("workspace {} ({}): deleted", ws.id, ws.name);
+  Change line;
+  line.tenant_id = ws.tenant_id;
+  line.workspace_id = ws.id;
+  line.event = std::move(*deleted);
+  feed_.Publish(line);
   Forget(*a);
   Change gone;
   gone.tenant_id = ws.tenant_id;

@@ -153,6 +153,37 @@ void WorkspaceService::ReconcileOne(const ActorPtr& a, DomainState domain) {
   }
 }
 
+// --- creates cut short ---------------------------------------------------------------------------
+
+void WorkspaceService::DropUnrecordedCreates(const std::vector<Workspace>& records) {
+  std::set<std::string> ids;
+  for (const auto& ws : records) ids.insert(ws.id);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.data_dir / "workspaces", ec)) {
+    std::string id = entry.path().filename().string();
+    std::error_code fec;
+    if (ids.contains(id) || !id.starts_with("ws_") || !entry.is_directory(fec)) continue;
+    // CreateBlocking makes the directory and the hold, then stores the record; the disks are
+    // made only after that. A directory with a disk in it was not left by a create: it is
+    // kept for an operator (no disk is deleted except by DeleteOp).
+    Layout layout = LayoutFor(id);
+    bool has_disk = false;
+    for (const auto& file : fs::directory_iterator(layout.dir, fec)) {
+      std::string name = file.path().filename().string();
+      has_disk = has_disk || name.starts_with("root.qcow2") || name.starts_with("data.qcow2");
+    }
+    if (has_disk) {
+      spdlog::warn("workspaces: {} has disks but no record; leaving it for an operator", layout.dir.string());
+      continue;
+    }
+    spdlog::info("workspaces: removing {}, left by a create cut short before its record was stored",
+                 layout.dir.string());
+    images_.ReleaseEverywhere(id);
+    fs::remove_all(layout.dir, fec);
+    if (fec) spdlog::warn("workspaces: removing {}: {}", layout.dir.string(), fec.message());
+  }
+}
+
 // --- image versions -----------------------------------------------------------------------------
 
 void WorkspaceService::HoldImages() {

@@ -111,6 +111,7 @@ Status WorkspaceService::Run() {
                   fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
   auto all = store_.ListAllWorkspaces();
   if (!all) return Fail(all.error());
+  DropUnrecordedCreates(*all);
   for (auto& ws : *all) Adopt(std::move(ws));
   spdlog::info("workspaces: {} loaded; {} guests, {} transport, boot deadline {} s", all->size(),
                kvm_ ? "KVM" : "TCG", transport_->name(), boot_timeout_.count());
@@ -288,27 +289,22 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
                                                           : held.error().code,
                 held.error().message);
   }
-  if (auto s = store_.InsertWorkspace(ws); !s) {
+  auto message = fmt::format("image {} {}, {} vCPU, {} MiB, {} GiB", ws.image,
+                             ws.image_version.substr(0, 12), ws.vcpus, ws.memory_mib, ws.disk_gib);
+  // The record, its idempotency key and its "created" event in one transaction
+  // (transitions.cc says why).
+  store::NewEvent created{Now(), "created", message,
+                          nlohmann::json{{"state", std::string(StateName(ws.state))}}};
+  auto inserted = store_.InsertWorkspace(ws, created, idempotency_key);
+  if (!inserted) {
     forget();
-    return Fail(s.error());
-  }
-  if (!idempotency_key.empty()) {
-    if (auto s = store_.InsertIdempotencyKey(tenant_id, idempotency_key, ws.id, Now()); !s) {
-      // The workspace exists; only a retry with this key would make a second one.
-      spdlog::warn("idempotency key for {}: {}", ws.id, s.error().message);
-    }
+    return Fail(inserted.error());
   }
   Change change;
   change.tenant_id = ws.tenant_id;
   change.workspace_id = ws.id;
   change.workspace = ws;
-  auto message = fmt::format("image {} {}, {} vCPU, {} MiB, {} GiB", ws.image,
-                             ws.image_version.substr(0, 12), ws.vcpus, ws.memory_mib, ws.disk_gib);
-  if (auto event = store_.AddEvent(ws.id, ws.tenant_id, Now(), "created", message)) {
-    change.event = std::move(*event);
-  } else {
-    spdlog::warn("workspace {}: event created: {}", ws.id, event.error().message);
-  }
+  change.event = std::move(*inserted);
   spdlog::info("workspace {} ({}): created: {}", ws.id, ws.name, message);
   auto actor = Adopt(ws);
   feed_.Publish(change);

@@ -303,6 +303,9 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<void> ReconcileAll();
   void ReconcileOne(const ActorPtr& actor, hypervisor::DomainState domain);
   void HoldImages();
+  // At start-up, before the first reconcile: removes what a create cut short before its record
+  // was stored left behind (its directory, with no disk yet, and its image hold).
+  void DropUnrecordedCreates(const std::vector<Workspace>& records);
   Task<void> ImageLoop();
   void CollectImages();
 

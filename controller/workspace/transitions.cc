@@ -8,9 +8,25 @@ namespace berth::workspace {
 
 Status WorkspaceService::Commit(Actor& actor, Workspace ws, const std::string& event,
                                 const std::string& message, const nlohmann::json& data) {
-  if (auto s = store_.UpdateWorkspace(ws); !s) {
-    spdlog::error("workspace {}: writing: {}", ws.id, s.error().message);
-    return s;
+  Change change;
+  if (event.empty()) {
+    if (auto s = store_.UpdateWorkspace(ws); !s) {
+      spdlog::error("workspace {}: writing: {}", ws.id, s.error().message);
+      return s;
+    }
+  } else {
+    // The change and its event in one transaction: a berthd killed between the two would leave
+    // a state on record that no event reports. Each event names the state it leaves the
+    // workspace in, so the timeline alone tells every state the workspace went through.
+    store::NewEvent line{Now(), event, message, data.is_object() ? data : nlohmann::json::object()};
+    line.data["state"] = std::string(StateName(ws.state));
+    auto added = store_.UpdateWorkspace(ws, line);
+    if (!added) {
+      spdlog::error("workspace {}: writing ({}): {}", ws.id, event, added.error().message);
+      return Fail(added.error());
+    }
+    change.event = std::move(*added);
+    spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, event, message.empty() ? "" : ": ", message);
   }
   const Workspace& old = actor.record();
   if (old.name != ws.name) {
@@ -19,19 +35,8 @@ Status WorkspaceService::Commit(Actor& actor, Workspace ws, const std::string& e
     if (it != by_name_.end() && it->second == ws.id) by_name_.erase(it);
     by_name_[{ws.tenant_id, ws.name}] = ws.id;
   }
-  Change change;
   change.tenant_id = ws.tenant_id;
   change.workspace_id = ws.id;
-  if (!event.empty()) {
-    auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), event, message, data);
-    if (added) {
-      change.event = std::move(*added);
-    } else {
-      // The transition itself is stored; only its line on the timeline is missing.
-      spdlog::warn("workspace {}: event {}: {}", ws.id, event, added.error().message);
-    }
-    spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, event, message.empty() ? "" : ": ", message);
-  }
   change.workspace = ws;
   actor.SetRecord(std::move(ws));
   feed_.Publish(change);

@@ -197,7 +197,25 @@ class VmTransport : public Transport {
   std::optional<gid_t> qemu_gid_;
 };
 
-// berth-agent as a host process per workspace, for tests on libvirt's test driver.
+// Writes getpid() to `path`, with nothing but async-signal-safe calls (it runs between fork
+// and exec in a process that had other threads).
+void WritePid(const char* path) {
+  char text[24];
+  size_t n = sizeof text;
+  text[--n] = '\n';
+  for (auto pid = static_cast<unsigned long>(getpid()); pid != 0 || n == sizeof text - 1; pid /= 10) {
+    text[--n] = static_cast<char>('0' + pid % 10);
+  }
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  ssize_t wrote = ::write(fd, text + n, sizeof text - n);
+  (void)wrote;  // a pid file that could not be written leaves the agent as before: unnamed
+  ::close(fd);
+}
+
+// berth-agent as a host process per workspace, for tests: on libvirt's test driver (the
+// integration tests), or beside real QEMU domains whose guest never boots (the crash suite,
+// tests/crash/): the hypervisor calls are real, the agent answers from the host.
 class HostAgentTransport : public Transport {
  public:
   explicit HostAgentTransport(TransportOptions options) : options_(std::move(options)) {}
@@ -209,6 +227,9 @@ class HostAgentTransport : public Transport {
     // A resumed workspace keeps its agent (and its processes), like a resumed VM.
     if (resume && Alive(layout)) return {};
     KillFromPidFile(layout.agent_pid(), layout.agent_socket().string());
+    // The hypervisor may be a real one (qemu:///system, the crash suite): QEMU makes its VNC
+    // socket in run/, which must be the QEMU user's as under the VM transports.
+    if (auto s = PrepareRunDir(layout, options_.qemu_user); !s) return s;
     std::error_code ec;
     fs::create_directories(layout.agent_root(), ec);
     std::vector<std::string> args = {
@@ -225,6 +246,7 @@ class HostAgentTransport : public Transport {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::string log = layout.agent_log().string();
+    std::string pid_path = layout.agent_pid().string();
     pid_t pid = fork();
     if (pid < 0) return Fail(ErrnoError(errno, "fork berth-agent"));
     if (pid == 0) {
@@ -241,11 +263,13 @@ class HostAgentTransport : public Transport {
         dup2(out, 1);
         dup2(out, 2);
       }
+      // The child writes its own pid file: berthd killed right after the fork would otherwise
+      // leave an agent that no pid file names and no later boot or delete ends.
+      WritePid(pid_path.c_str());
       CloseInheritedDescriptors();
       execv(argv[0], argv.data());
       _exit(127);
     }
-    std::ofstream(layout.agent_pid()) << pid << "\n";
     return {};
   }
 

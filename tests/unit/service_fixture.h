@@ -36,9 +36,34 @@ class RecordingHypervisor : public hypervisor::FakeHypervisor {
   store::Store* store = nullptr;
   std::mutex mutex;
   std::vector<std::pair<std::string, std::string>> seen;  // (method, stored state)
-  Status Start(const std::string& name) override { Note("Start", name); return FakeHypervisor::Start(name); }
+  // A start or save that a killed berthd asked for and libvirt finished meanwhile: the domain
+  // changes as asked, and this call fails as libvirt answers the second request.
+  std::atomic<bool> start_lands_then_fails{false};
+  std::atomic<bool> save_lands_then_fails{false};
+  // A start cut short: libvirt says paused until something starts the domain again.
+  std::atomic<bool> paused_until_start{false};
+  Result<hypervisor::DomainState> State(const std::string& name) override {
+    if (paused_until_start) return hypervisor::DomainState::kPaused;
+    return FakeHypervisor::State(name);
+  }
+  Status Start(const std::string& name) override {
+    Note("Start", name);
+    if (paused_until_start.exchange(false)) return {};
+    if (start_lands_then_fails.exchange(false)) {
+      (void)FakeHypervisor::Start(name);  // the earlier request's; its result is not this call's
+      return Fail(ErrorCode::kFailedPrecondition, name + " is already running");
+    }
+    return FakeHypervisor::Start(name);
+  }
   Status PressPowerButton(const std::string& name) override { Note("PressPowerButton", name); return FakeHypervisor::PressPowerButton(name); }
-  Status Save(const std::string& name) override { Note("Save", name); return FakeHypervisor::Save(name); }
+  Status Save(const std::string& name) override {
+    Note("Save", name);
+    if (save_lands_then_fails.exchange(false)) {
+      (void)FakeHypervisor::Save(name);  // the earlier request's; its result is not this call's
+      return Fail(ErrorCode::kFailedPrecondition, "managed save: domain is not running");
+    }
+    return FakeHypervisor::Save(name);
+  }
   Status Undefine(const std::string& name) override { Note("Undefine", name); return FakeHypervisor::Undefine(name); }
 
  private:

@@ -207,3 +207,43 @@ TEST_CASE("store: the network policy is stored with the workspace", "[store][net
   auto back = s.GetWorkspaceById("ws_p").value();
   CHECK(back.network == ws.network);
 }
+
+TEST_CASE("a workspace's change and its event are written together or not at all", "[store]") {
+  auto store = Store::Open(":memory:");
+  REQUIRE(store);
+  Store& s = **store;
+  REQUIRE(s.CreateTenant("a", 1));  // t_a
+  NewEvent created{100, "created", "", {{"state", "creating"}}};
+  auto first = s.InsertWorkspace(MakeWorkspace("ws_1", "t_a", "proj"), created, "key-1");
+  REQUIRE(first);
+  CHECK(first->type == "created");
+  CHECK(s.FindIdempotencyKey("t_a", "key-1").value() == std::optional<std::string>("ws_1"));
+
+  // A second workspace of that name: no row, no event, no key.
+  CHECK(s.InsertWorkspace(MakeWorkspace("ws_2", "t_a", "proj"), created, "key-2").error().code ==
+        ErrorCode::kAlreadyExists);
+  CHECK_FALSE(s.GetWorkspaceById("ws_2").has_value());
+  CHECK(s.ListEvents("ws_2", 0, 10)->empty());
+  CHECK_FALSE(s.FindIdempotencyKey("t_a", "key-2").value().has_value());
+
+  // An update of a workspace that is not there adds no event.
+  auto ghost = MakeWorkspace("ws_ghost", "t_a", "ghost");
+  CHECK(s.UpdateWorkspace(ghost, NewEvent{101, "stopping", "", nlohmann::json::object()}).error().code == ErrorCode::kNotFound);
+  CHECK(s.ListEvents("ws_ghost", 0, 10)->empty());
+
+  auto ws = s.GetWorkspaceById("ws_1").value();
+  ws.state = State::kRunning;
+  auto started = s.UpdateWorkspace(ws, NewEvent{102, "started", "", {{"state", "running"}}});
+  REQUIRE(started);
+  CHECK(s.GetWorkspaceById("ws_1")->state == State::kRunning);
+
+  auto deleted = s.DeleteWorkspace("ws_1", "t_a", NewEvent{103, "deleted", "", nlohmann::json::object()});
+  REQUIRE(deleted);
+  CHECK_FALSE(s.GetWorkspaceById("ws_1").has_value());
+  CHECK_FALSE(s.FindIdempotencyKey("t_a", "key-1").value().has_value());
+  std::vector<std::string> types;
+  auto events = s.ListEvents("ws_1", 0, 10);
+  REQUIRE(events);
+  for (const auto& e : *events) types.push_back(e.type);
+  CHECK(types == std::vector<std::string>{"created", "started", "deleted"});
+}

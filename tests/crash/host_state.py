@@ -1,0 +1,156 @@
+"""What the host holds for one crash-suite run, found precisely: other berthds run on this
+machine, so a domain is ours only when one of its disks lies under our run directory, and a
+process only when its command line names that directory. Also the clean-up that removes all of
+it (domains with their save images, agents, berthd, files), used at start (for runs that were
+killed before they could clean up) and at exit."""
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+ROOT = "/tmp/berth-crash"  # every run's directory is below this
+URI = "qemu:///system"
+
+
+def virsh(*args, check=False):
+    r = subprocess.run(["virsh", "-q", "-c", URI, *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"virsh {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+class Domains:
+    """libvirt's domains of one run. Whether a name is ours is decided once (its disks' paths)
+    and remembered: a domain's name never moves to another berthd."""
+
+    def __init__(self, run_dir):
+        self.run_dir = run_dir.rstrip("/") + "/"
+        self._ours = {}
+
+    def _is_ours(self, name):
+        if name not in self._ours:
+            r = virsh("domblklist", "--details", name)
+            if r.returncode != 0:
+                return False  # gone meanwhile: not cached, it may come back
+            paths = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()]
+            self._ours[name] = any(p.startswith(self.run_dir) for p in paths)
+        return self._ours[name]
+
+    def states(self):
+        """{name: 'running' | 'shut off' | 'saved' | 'paused' | ...} for our berth-ws_ domains."""
+        r = virsh("list", "--all", "--managed-save", check=True)
+        out = {}
+        for line in r.stdout.splitlines():
+            parts = line.split(None, 2)
+            if len(parts) < 3 or not parts[1].startswith("berth-ws_"):
+                continue
+            if self._is_ours(parts[1]):
+                out[parts[1]] = parts[2].strip()
+        return out
+
+    def remove_all(self):
+        """Destroys and undefines (with the save image) every domain of ours; returns names."""
+        gone = []
+        for name, state in self.states().items():
+            if state not in ("shut off", "saved"):
+                virsh("destroy", name)
+            virsh("undefine", "--managed-save", name)
+            gone.append(name)
+        return gone
+
+
+def processes_under(path):
+    """[(pid, argv)] of every process whose command line names `path` (not this one)."""
+    needle = path.rstrip("/") + "/"
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if any(needle in a or a == path for a in argv):
+            out.append((int(entry), argv))
+    return out
+
+
+def kill_pids(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                # Our own children must be reaped; for others, wait until they are gone.
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    break
+            except ChildProcessError:
+                pass
+            if not os.path.exists(f"/proc/{pid}") or _zombie(pid):
+                break
+            time.sleep(0.02)
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def clean_run(run_dir):
+    """Removes everything a run left: its domains (destroyed, undefined with their save
+    images), then every process naming its directory (berthd, agents, a stray qemu-img), then
+    the directory. Returns what it removed, for the log."""
+    removed = Domains(run_dir).remove_all()
+    procs = processes_under(run_dir)
+    kill_pids([pid for pid, _ in procs])
+    removed += [f"pid {pid} ({os.path.basename(argv[0])})" for pid, argv in procs]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return removed
+
+
+def new_run_dir():
+    """Cleans up after runs whose suite died (their lock is free) and makes this run's
+    directory, locked for as long as this process lives. Returns (path, lock file)."""
+    os.makedirs(ROOT, exist_ok=True)
+    os.chmod(ROOT, 0o711)  # QEMU (libvirt-qemu) traverses to the disks
+    for name in sorted(os.listdir(ROOT)):
+        path = os.path.join(ROOT, name)
+        if not name.startswith("run-") or not os.path.isdir(path):
+            continue
+        try:
+            fd = os.open(os.path.join(path, "suite.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue  # a live run of another suite process
+        removed = clean_run(path)
+        if fd is not None:
+            os.close(fd)
+        print(f"cleaned up after an earlier run that was killed: {path} ({len(removed)} leftovers: "
+              f"{', '.join(removed) or 'files only'})", flush=True)
+    # Locked under a name the scan above skips, then renamed: another suite starting now never
+    # sees this directory unlocked.
+    tmp = os.path.join(ROOT, f".new-{os.getpid()}")
+    os.makedirs(tmp)
+    os.chmod(tmp, 0o711)
+    lock = open(os.path.join(tmp, "suite.lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    path = os.path.join(ROOT, f"run-{os.getpid()}-{int(time.time())}")
+    os.rename(tmp, path)
+    return path, lock
