@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,6 +44,19 @@ Status PrepareRunDir(const Layout& layout, uid_t uid, gid_t gid) {
     return Fail(ErrnoError(errno, "chmod " + layout.run_dir().string()));
   }
   return {};
+}
+
+// run/ for the unix transport: QEMU, when a real one runs, is libvirt's user `qemu_user`; a host
+// without that user (libvirt's test driver) keeps run/ root's.
+Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
+  passwd* pw = getpwnam(qemu_user.c_str());
+  if (pw == nullptr) {
+    std::error_code ec;
+    fs::create_directories(layout.run_dir(), ec);
+    if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.run_dir().string()));
+    return {};
+  }
+  return PrepareRunDir(layout, pw->pw_uid, pw->pw_gid);
 }
 
 // Every workspace's QEMU runs as its own uid and libvirt relabels nothing (domain_xml.cc says

@@ -50,6 +50,10 @@ struct TransportOptions {
   // the uid's own gid QEMU fails "failed to initialize kvm: Permission denied", measured), or
   // the uid's own gid when no such group exists. passt's group is always the uid's own.
   std::string qemu_group = "kvm";
+  // unix: host-process agents; when its hypervisor is a real one (the crash suite runs real
+  // QEMU domains with a stub guest) QEMU runs as libvirt's own user and makes its VNC socket in
+  // run/, which is given to this user (when it exists).
+  std::string qemu_user = "libvirt-qemu";
   // Guest network isolation (controller/network/network_manager.h): passt points the guest's
   // DNS at the filtering resolver.
   bool network_isolation = false;
