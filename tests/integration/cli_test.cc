@@ -370,10 +370,10 @@ TEST_CASE("keys, tenants, login and a wrong key", "[cli][berthd]") {
   CHECK(Json(r) == json::array());
   // A create refused by the tenant's quota prints berthd's message as it is, exit code 1.
   {
-    auto endpoint = Endpoint::Parse("tcp:" + berthd.url().substr(std::string_view("http://").size()));
+    auto endpoint = berth::Endpoint::Parse("tcp:" + berthd.url().substr(std::string_view("http://").size()));
     REQUIRE(endpoint);
-    client::ApiClient op(*endpoint, berthd.admin_key());
-    REQUIRE(op.Json(http::bhttp::verb::patch, "/v1/tenants/" + tenant,
+    berth::client::ApiClient op(*endpoint, berthd.admin_key());
+    REQUIRE(op.Json(berth::http::bhttp::verb::patch, "/v1/tenants/" + tenant,
                     json{{"limits", {{"workspaces", 0}}}}));
     r = user({"create", "over"});
     INFO(r);
