@@ -15,21 +15,15 @@ namespace {
 using http::bhttp::status;
 using http::bhttp::verb;
 
-v1::TenantQuota QuotaWire(const workspace::Limits& l) {
+// A tenant's limits (workspace::Limits) or its use of them (workspace::QuotaUse): the same four
+// amounts on the wire.
+template <class Amounts>
+v1::TenantQuota QuotaWire(const Amounts& a) {
   v1::TenantQuota q;
-  q.workspaces = l.workspaces;
-  q.vcpus = l.vcpus;
-  q.memory_mib = l.memory_mib;
-  q.disk_gib = l.disk_gib;
-  return q;
-}
-
-v1::TenantQuota QuotaWire(const workspace::QuotaUse& u) {
-  v1::TenantQuota q;
-  q.workspaces = u.workspaces;
-  q.vcpus = u.vcpus;
-  q.memory_mib = u.memory_mib;
-  q.disk_gib = u.disk_gib;
+  q.workspaces = a.workspaces;
+  q.vcpus = a.vcpus;
+  q.memory_mib = a.memory_mib;
+  q.disk_gib = a.disk_gib;
   return q;
 }
 
