@@ -67,18 +67,23 @@ class RawConnection {
     pollfd p{fd_, POLLIN, 0};
     return ::poll(&p, 1, static_cast<int>(timeout.count())) > 0;
   }
+  // Appends one read's worth to received_ once something arrives before `deadline`; false
+  // when nothing did, or the server closed.
+  bool ReceiveSome(std::chrono::steady_clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !WaitReadable(left)) return false;
+    char buf[4096];
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    received_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
   // Reads what the server sends until it has sent a whole header ("\r\n\r\n"), closes, or
   // `timeout` passes.
   std::string ReadHead(std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (received_.find("\r\n\r\n") == std::string::npos) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !WaitReadable(left)) break;
-      char buf[4096];
-      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      received_.append(buf, static_cast<size_t>(n));
+      if (!ReceiveSome(deadline)) break;
     }
     return received_;
   }
@@ -101,13 +106,7 @@ class RawConnection {
           return response;
         }
       }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !WaitReadable(left)) break;
-      char buf[4096];
-      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      received_.append(buf, static_cast<size_t>(n));
+      if (!ReceiveSome(deadline)) break;
     }
     return std::exchange(received_, std::string());
   }
