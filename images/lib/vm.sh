@@ -268,6 +268,13 @@ berth_vm_cleanup() {
   fi
   berth_vm_destroy
   "${BERTH_VIRSH[@]}" undefine "$VM_NAME" >/dev/null 2>&1 || true
+  # This domain runs under libvirt's relabelling (no seclabel), which gives the overlay's
+  # backing file, the image every workspace shares, to libvirt-qemu and does not give it back
+  # (libvirt 9.0). berthd's own domains relabel nothing and expect it root's, 0644.
+  if [ -n "${VM_IMAGE_DIR:-}" ] && [ -f "$VM_IMAGE_DIR/disk.qcow2" ]; then
+    chown root:root "$VM_IMAGE_DIR/disk.qcow2" 2>/dev/null || true
+    chmod 0644 "$VM_IMAGE_DIR/disk.qcow2" 2>/dev/null || true
+  fi
   [ -n "$VM_DIR" ] && [ -d "$VM_DIR" ] && rm -rf "$VM_DIR"
   VM_NAME=
 }
