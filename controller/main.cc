@@ -2,11 +2,40 @@
 #include <signal.h>
 
 #include <iostream>
+#include <iterator>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/json.h"
 #include "controller/berthd.h"
+#include "controller/hypervisor/domain_spec_json.h"
+
+namespace {
+
+// `berthd domain-xml`: a JSON DomainSpec on stdin, the domain XML berthd would define on
+// stdout. images/lib/vm.sh boots images through it, so the image checks test berthd's devices.
+int PrintDomainXml() {
+  std::string text(std::istreambuf_iterator<char>(std::cin), {});
+  if (text.size() > (1 << 20)) {
+    std::cerr << "berthd domain-xml: the spec is over 1 MiB\n";
+    return 2;
+  }
+  auto j = berth::ParseJson(text);
+  if (!j) {
+    std::cerr << "berthd domain-xml: " << j.error().message << "\n";
+    return 2;
+  }
+  auto spec = berth::hypervisor::DomainSpecFromJson(*j);
+  if (!spec) {
+    std::cerr << "berthd domain-xml: " << spec.error().message << "\n";
+    return 2;
+  }
+  std::cout << berth::hypervisor::RenderDomainXml(*spec);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Signals are taken synchronously by WaitForSignal; every thread inherits the mask.
@@ -34,7 +63,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   bool version = false;
   app.add_flag("--version", version, "print the version and exit");
+  auto* domain_xml = app.add_subcommand(
+      "domain-xml", "print the libvirt domain XML for a JSON domain spec read from stdin");
   CLI11_PARSE(app, argc, argv);
+  if (domain_xml->parsed()) return PrintDomainXml();
   if (version) {
     std::cout << "berthd " << BERTH_VERSION << "\n";
     return 0;

@@ -12,14 +12,18 @@
 #   berth_vm_cleanup                 destroy + undefine + delete VM_DIR (unless VM_KEEP=1)
 #   berth_vm_serial_tail [N]         last N lines of the serial console log
 #
+# The domain is the one berthd defines for a workspace (`berthd domain-xml`: the same devices,
+# disk cache and seclabel), with QEMU's user network forwarding a loopback port to the agent
+# where berthd would run passt.
+#
 # Settings (env): BERTH_ACCEL (kvm|qemu; default: detected), BERTH_BOOT_DEADLINE (seconds,
-# default 90 with KVM, 300 with TCG), BERTH_DATA_DISK_SIZE (default 4G),
-# BERTH_DISK_CACHE (default none; writeback also honours flushes), BERTH_SCREEN (1280x800),
-# BERTH_VCPUS / BERTH_MEMORY_MIB (default: image.json), BERTH_CMDLINE_APPEND (kernel args).
+# default 90 with KVM, 300 with TCG), BERTH_DATA_DISK_SIZE (default 4G), BERTH_SCREEN
+# (1280x800), BERTH_VCPUS / BERTH_MEMORY_MIB (default: image.json), BERTH_CMDLINE_APPEND
+# (kernel args), BERTHD_BIN (default build/controller/berthd).
 
 BERTH_VIRSH=(virsh -q -c qemu:///system)
 VM_NAME= VM_DIR= VM_UUID= VM_PORT= VM_TOKEN= VM_ACCEL= VM_KEEP=${VM_KEEP:-0}
-VM_READY_SECONDS= VM_IMAGE_DIR=
+VM_READY_SECONDS= VM_UID= VM_GID=
 
 berth_free_port() {
   "$BERTH_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -35,102 +39,46 @@ for k in sys.argv[2].split("."):
 print(v)' "$1" "$2"
 }
 
-berth_xml_escape() { sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e "s/'/\&apos;/g"; }
-
 berth_vm_create() {
   local image=$1 tag=${2:-$(basename "$(dirname "$image")")}
-  VM_IMAGE_DIR=$image
   [ -f "$image/image.json" ] || berth_die "no image at $image"
   "$BERTH_IMAGES_DIR/lib/ensure-libvirt"
   VM_ACCEL=$(berth_accel)
   VM_NAME=berth-check-$tag-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
   VM_UUID=$("$BERTH_PYTHON" -c 'import sys, uuid; print(uuid.uuid5(uuid.NAMESPACE_URL, "berth-check:" + sys.argv[1]))' "$VM_NAME")
   VM_DIR=$(mktemp -d "${TMPDIR:-/var/tmp}/$VM_NAME.XXXXXX")
-  chmod 0711 "$VM_DIR"
-  # QEMU (libvirt-qemu) creates the VNC socket itself: it needs a directory it may write.
+  # QEMU creates the VNC socket itself, in a directory of its uid (below).
   mkdir -p "$VM_DIR/vnc"
-  chown libvirt-qemu:kvm "$VM_DIR/vnc" 2>/dev/null || chmod 0777 "$VM_DIR/vnc"
-  chmod 0770 "$VM_DIR/vnc" 2>/dev/null || true
 
   qemu-img create -q -f qcow2 -F qcow2 -b "$image/disk.qcow2" "$VM_DIR/root.qcow2"
   qemu-img create -q -f qcow2 "$VM_DIR/data.qcow2" "${BERTH_DATA_DISK_SIZE:-4G}"
-  # The per-boot token: 256 random bits, hex, in a file only root (and, once libvirt has
-  # chowned it, QEMU) can read. It never appears on a command line.
+  # The per-boot token: 256 random bits, hex, in a file only root and the VM's QEMU can read.
+  # It never appears on a command line.
   (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$VM_DIR/token")
   VM_TOKEN=$(cat "$VM_DIR/token")
-  printf '%s' "$VM_NAME" >"$VM_DIR/hostname"
-  printf '%s' "${BERTH_SCREEN:-1280x800}" >"$VM_DIR/screen"
   VM_PORT=$(berth_free_port)
 
-  local mem vcpus kernel_cmdline features cpu
-  mem=${BERTH_MEMORY_MIB:-$(berth_image_json_get "$image" memory_mib)}
-  vcpus=${BERTH_VCPUS:-$(berth_image_json_get "$image" vcpus 2>/dev/null || echo 1)}
-  kernel_cmdline="$(berth_image_json_get "$image" kernel.cmdline)${BERTH_CMDLINE_APPEND:+ $BERTH_CMDLINE_APPEND}"
-  if [ "$VM_ACCEL" = kvm ]; then
-    features="<acpi/>"
-    cpu="<cpu mode='host-passthrough' check='none' migratable='on'/>"
-  else
-    # A bounded translation-block cache cuts QEMU's memory by ~300 MiB, no slower boot.
-    features="<acpi/><tcg><tb-cache unit='MiB'>128</tb-cache></tcg>"
-    cpu="<cpu mode='custom' match='exact' check='none'><model fallback='allow'>qemu64</model></cpu>"
-  fi
-  cat >"$VM_DIR/domain.xml" <<EOF
-<domain type='$VM_ACCEL' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
-  <name>$VM_NAME</name>
-  <uuid>$VM_UUID</uuid>
-  <memory unit='MiB'>$mem</memory>
-  <vcpu>$vcpus</vcpu>
-  <sysinfo type='fwcfg'>
-    <entry name='opt/berth/token' file='$VM_DIR/token'/>
-    <entry name='opt/berth/hostname' file='$VM_DIR/hostname'/>
-    <entry name='opt/berth/screen' file='$VM_DIR/screen'/>
-  </sysinfo>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$image/vmlinuz</kernel>
-    <initrd>$image/initrd.img</initrd>
-    <cmdline>$(printf '%s' "$kernel_cmdline" | berth_xml_escape)</cmdline>
-  </os>
-  <features>$features</features>
-  $cpu
-  <clock offset='utc'/>
-  <on_poweroff>destroy</on_poweroff>
-  <on_reboot>restart</on_reboot>
-  <on_crash>destroy</on_crash>
-  <devices>
-    <disk type='file' device='disk'>
-      <driver name='qemu' type='qcow2' cache='${BERTH_DISK_CACHE:-none}' discard='unmap'/>
-      <source file='$VM_DIR/root.qcow2'/>
-      <target dev='vda' bus='virtio'/>
-    </disk>
-    <disk type='file' device='disk'>
-      <driver name='qemu' type='qcow2' cache='${BERTH_DISK_CACHE:-none}' discard='unmap'/>
-      <source file='$VM_DIR/data.qcow2'/>
-      <target dev='vdb' bus='virtio'/>
-      <serial>berth-data</serial>
-    </disk>
-    <serial type='file'>
-      <source path='$VM_DIR/serial.log' append='on'/>
-      <target port='0'/>
-    </serial>
-    <console type='file'>
-      <source path='$VM_DIR/serial.log' append='on'/>
-      <target type='serial' port='0'/>
-    </console>
-    <input type='tablet' bus='usb'/>
-    <graphics type='vnc' socket='$VM_DIR/vnc/vnc.sock'/>
-    <video><model type='vga' vram='16384' heads='1' primary='yes'/></video>
-    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
-    <memballoon model='none'/>
-  </devices>
-  <qemu:commandline>
-    <qemu:arg value='-netdev'/>
-    <qemu:arg value='user,id=n0,hostfwd=tcp:127.0.0.1:$VM_PORT-:1024'/>
-    <qemu:arg value='-device'/>
-    <qemu:arg value='virtio-net-pci,netdev=n0,addr=0x18'/>
-  </qemu:commandline>
-</domain>
-EOF
+  # QEMU runs as a uid of its own, as berthd runs each workspace's (libvirt's DAC seclabel,
+  # relabel='no'): the VM's files are given to it here, and the image stays root's and is never
+  # chowned. 1999000-1999999 is below berthd's workspace uids (network_config.h), which its
+  # nftables table filters.
+  VM_UID=$((1999000 + RANDOM % 1000))
+  VM_GID=$(getent group kvm | cut -d: -f3)
+  VM_GID=${VM_GID:-$VM_UID}
+  chown "$VM_UID:$VM_GID" "$VM_DIR" "$VM_DIR/vnc" "$VM_DIR/root.qcow2" "$VM_DIR/data.qcow2" "$VM_DIR/token"
+  chmod 0700 "$VM_DIR" "$VM_DIR/vnc"
+  chmod 0600 "$VM_DIR/root.qcow2" "$VM_DIR/data.qcow2" "$VM_DIR/token"
+
+  # The domain XML is berthd's own (`berthd domain-xml`, controller/hypervisor/domain_xml.cc),
+  # with QEMU's user network forwarding a loopback port to the agent instead of passt.
+  local berthd=${BERTHD_BIN:-$BERTH_IMAGES_DIR/../build/controller/berthd}
+  [ -x "$berthd" ] || berth_die "no berthd at $berthd (build it, or set BERTHD_BIN): it writes the domain XML"
+  "$BERTH_PYTHON" "$BERTH_IMAGES_DIR/lib/domain_spec.py" "$image" "$VM_DIR" "$VM_NAME" "$VM_UUID" \
+    "$VM_ACCEL" "$VM_PORT" "$VM_UID" "$VM_GID" "${BERTH_VCPUS:-}" "${BERTH_MEMORY_MIB:-}" \
+    "${BERTH_CMDLINE_APPEND:-}" "${BERTH_SCREEN:-1280x800}" >"$VM_DIR/spec.json" ||
+    berth_die "could not write the domain spec"
+  "$berthd" domain-xml <"$VM_DIR/spec.json" >"$VM_DIR/domain.xml" ||
+    berth_die "berthd domain-xml refused $VM_DIR/spec.json"
   "${BERTH_VIRSH[@]}" define "$VM_DIR/domain.xml" >/dev/null
 }
 
@@ -268,13 +216,6 @@ berth_vm_cleanup() {
   fi
   berth_vm_destroy
   "${BERTH_VIRSH[@]}" undefine "$VM_NAME" >/dev/null 2>&1 || true
-  # This domain runs under libvirt's relabelling (no seclabel), which gives the overlay's
-  # backing file, the image every workspace shares, to libvirt-qemu and does not give it back
-  # (libvirt 9.0). berthd's own domains relabel nothing and expect it root's, 0644.
-  if [ -n "${VM_IMAGE_DIR:-}" ] && [ -f "$VM_IMAGE_DIR/disk.qcow2" ]; then
-    chown root:root "$VM_IMAGE_DIR/disk.qcow2" 2>/dev/null || true
-    chmod 0644 "$VM_IMAGE_DIR/disk.qcow2" 2>/dev/null || true
-  fi
   [ -n "$VM_DIR" ] && [ -d "$VM_DIR" ] && rm -rf "$VM_DIR"
   VM_NAME=
 }

@@ -4,7 +4,7 @@ foreach(image base desktop)
   add_test(NAME e2e_image_${image}
            COMMAND ${PROJECT_SOURCE_DIR}/tests/e2e/images/${image}_boot_test.sh)
   set_tests_properties(e2e_image_${image} PROPERTIES
-    ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>"
+    ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>;BERTHD_BIN=$<TARGET_FILE:berthd>"
     TIMEOUT 3600
     SKIP_RETURN_CODE 77
     LABELS e2e

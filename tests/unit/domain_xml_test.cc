@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "controller/hypervisor/domain_spec.h"
+#include "controller/hypervisor/domain_spec_json.h"
 
 using namespace berth::hypervisor;
 
@@ -116,4 +117,75 @@ TEST_CASE("domain XML: no seclabel without a workspace uid (a spec that runs no 
   spec.run_as_gid = 0;
   spec.passt_socket = "/var/lib/berth/run/ws_0123456789ab/passt.sock";
   CHECK(RenderDomainXml(spec).find("seclabel") == std::string::npos);
+}
+
+// `berthd domain-xml` (images/lib/vm.sh boots the image checks through it) reads the spec as
+// JSON: the same fields give the same XML as the spec berthd builds itself.
+TEST_CASE("domain spec JSON: every field read gives the XML of the same DomainSpec", "[xml][json]") {
+  DomainSpec spec = BaseSpec();
+  spec.accel = Accel::kKvm;
+  spec.agent_channel = AgentChannel::kVsock;
+  spec.vsock_cid = 1000;
+  spec.passt_socket = "/var/lib/berth/run/ws_0123456789ab/passt.sock";
+  spec.cmdline = "root=/dev/vda rw console=ttyS0";
+  spec.screen = "1024x768";
+  spec.agent_port = 2024;
+  nlohmann::json j = {
+      {"name", spec.name}, {"uuid", spec.uuid}, {"vcpus", 2}, {"memory_mib", 2048},
+      {"accel", "kvm"}, {"kernel", spec.kernel}, {"initrd", spec.initrd},
+      {"cmdline", spec.cmdline}, {"root_disk", spec.root_disk}, {"data_disk", spec.data_disk},
+      {"token_file", spec.token_file}, {"hostname", spec.hostname}, {"screen", "1024x768"},
+      {"serial_log", spec.serial_log}, {"vnc_socket", spec.vnc_socket},
+      {"agent_channel", "vsock"}, {"vsock_cid", 1000}, {"passt_socket", spec.passt_socket},
+      {"agent_port", 2024}, {"mac", spec.mac}, {"run_as_uid", 2000007}, {"run_as_gid", 107}};
+  auto read = DomainSpecFromJson(j);
+  REQUIRE(read.has_value());
+  CHECK(RenderDomainXml(*read) == RenderDomainXml(spec));
+
+  // The image checks' shape: TCG, QEMU's user network forwarding a port, the golden XML's.
+  DomainSpec slirp = BaseSpec();
+  slirp.forward_port = 40123;
+  nlohmann::json k = j;
+  k.erase("agent_channel"), k.erase("vsock_cid"), k.erase("passt_socket"), k.erase("agent_port");
+  k.erase("cmdline"), k.erase("screen");
+  k["accel"] = "tcg";
+  k["forward_port"] = 40123;
+  auto forward = DomainSpecFromJson(k);
+  REQUIRE(forward.has_value());
+  CHECK(RenderDomainXml(*forward) == RenderDomainXml(slirp));
+}
+
+TEST_CASE("domain spec JSON: unknown keys, wrong types and missing fields are refused by name",
+          "[xml][json]") {
+  nlohmann::json ok = {{"name", "berth-check-base-1"}, {"kernel", "/i/vmlinuz"},
+                       {"root_disk", "/v/root.qcow2"}, {"token_file", "/v/token"},
+                       {"forward_port", 40000}};
+  REQUIRE(DomainSpecFromJson(ok).has_value());
+  auto refused = [&](nlohmann::json j, std::string_view says) {
+    auto r = DomainSpecFromJson(j);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == berth::ErrorCode::kInvalidArgument);
+    INFO(r.error().message);
+    CHECK(r.error().message.find(says) != std::string::npos);
+  };
+  auto with = [&](const char* key, nlohmann::json value) {
+    nlohmann::json j = ok;
+    j[key] = std::move(value);
+    return j;
+  };
+  refused(with("memroy_mib", 512), "memroy_mib: not a field");
+  refused(with("vcpus", "2"), "vcpus: want an integer");
+  refused(with("vcpus", 0), "vcpus: want an integer in [1,");
+  refused(with("forward_port", 70000), "forward_port: want an integer in [1, 65535]");
+  refused(with("run_as_uid", -1), "run_as_uid: want an integer");
+  refused(with("accel", "hvf"), "accel: want kvm or tcg");
+  refused(with("agent_channel", "serial"), "agent_channel: want forward or vsock");
+  refused(with("kernel", 7), "kernel: want a string");
+  nlohmann::json no_net = ok;
+  no_net.erase("forward_port");
+  refused(no_net, "needs passt_socket or forward_port");
+  nlohmann::json no_token = ok;
+  no_token.erase("token_file");
+  refused(no_token, "needs name, kernel, root_disk and token_file");
+  refused(nlohmann::json::array(), "a domain spec is a JSON object");
 }

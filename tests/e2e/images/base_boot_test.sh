@@ -4,6 +4,8 @@
 #  - `uname -r` in the guest equals kernel.version in image.json
 #  - /workspace is the data disk (ext4), owned by and writable for user agent
 #  - a file written there and synced survives `virsh destroy` and a new boot
+#  - the domain is berthd's own (`berthd domain-xml`): QEMU runs as the VM's uid and the
+#    image's disk stays root's, 0644, while it runs
 # Needs root (debootstrap, qemu:///system). The agent binary: $BERTH_AGENT_BIN, default
 # build/guest-agent/berth-agent. Data: $BERTH_DATA (default /var/lib/berth).
 # Prints one PASS or FAIL line; exit 0 on PASS, 1 on FAIL, 77 when it cannot run (not root).
@@ -15,7 +17,7 @@ T=e2e_image_base
 agent=${BERTH_AGENT_BIN:-$repo/build/guest-agent/berth-agent}
 start=$(berth_now)
 
-fail() { echo "FAIL $T (accel ${VM_ACCEL:-?}, transport forward: images/lib/vm.sh, not berthd): $*"; [ -n "$VM_DIR" ] && { echo "---- serial log tail ----"; berth_vm_serial_tail 40; }; exit 1; }
+fail() { echo "FAIL $T (accel ${VM_ACCEL:-?}, transport forward: QEMU user net, berthd's domain XML): $*"; [ -n "$VM_DIR" ] && { echo "---- serial log tail ----"; berth_vm_serial_tail 40; }; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "SKIP $T: needs root"; exit 77; }
 [ -x "$agent" ] || fail "agent binary $agent missing (build it first, or set BERTH_AGENT_BIN)"
 
@@ -28,9 +30,18 @@ trap 'berth_vm_cleanup' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 berth_vm_create "$image" base-e2e || fail "could not define the domain"
-echo "== boot $VM_NAME (accel $VM_ACCEL, transport forward: images/lib/vm.sh, not berthd)"
+echo "== boot $VM_NAME (accel $VM_ACCEL, transport forward: QEMU user net, berthd's domain XML)"
 berth_vm_boot || fail "the agent did not answer after boot"
 first_boot=$VM_READY_SECONDS
+
+echo "== berthd's domain: QEMU under the VM's own uid, the shared image untouched"
+qpid=$(cat "/run/libvirt/qemu/$VM_NAME.pid" 2>/dev/null) || fail "no pid file for $VM_NAME's QEMU"
+quid=$(stat -c %u "/proc/$qpid") || fail "QEMU (pid $qpid) is gone"
+[ "$quid" = "$VM_UID" ] || fail "QEMU runs as uid $quid, not the VM's $VM_UID (seclabel)"
+mode=$(stat -c '%u:%g %a' "$image/disk.qcow2")
+[ "$mode" = "0:0 644" ] || fail "the image's disk is $mode while a VM runs on it, not root's 0644"
+"${BERTH_VIRSH[@]}" dumpxml "$VM_NAME" | grep -q "<serial>berth-root</serial>" ||
+  fail "the domain is not the one berthd writes (no berth-root disk serial)"
 
 echo "== token"
 code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -H 'Content-Type: application/json' \
@@ -62,4 +73,4 @@ berth_vm_boot || fail "the agent did not answer after the second boot"
 got=$(berth_vm_exec 'cat /workspace/e2e-durable.txt') || fail "the file written before destroy is gone"
 [ "$got" = "$nonce" ] || fail "the file written before destroy holds '$got', not '$nonce'"
 
-echo "PASS $T: agent ready in ${first_boot}s, again in ${VM_READY_SECONDS}s after destroy (accel $VM_ACCEL, transport forward: images/lib/vm.sh, not berthd); kernel $kernel; /workspace durable; total $(berth_elapsed "$start")s"
+echo "PASS $T: agent ready in ${first_boot}s, again in ${VM_READY_SECONDS}s after destroy (accel $VM_ACCEL, transport forward: QEMU user net, berthd's domain XML); kernel $kernel; /workspace durable; total $(berth_elapsed "$start")s"

@@ -17,7 +17,7 @@ agent=${BERTH_AGENT_BIN:-$repo/build/guest-agent/berth-agent}
 outdir=${BERTH_E2E_OUT:-$repo/build/e2e/images}
 start=$(berth_now)
 
-fail() { echo "FAIL $T (accel ${VM_ACCEL:-?}, transport forward: images/lib/vm.sh, not berthd): $*"; [ -n "$VM_DIR" ] && { echo "---- serial log tail ----"; berth_vm_serial_tail 40; }; exit 1; }
+fail() { echo "FAIL $T (accel ${VM_ACCEL:-?}, transport forward: QEMU user net, berthd's domain XML): $*"; [ -n "$VM_DIR" ] && { echo "---- serial log tail ----"; berth_vm_serial_tail 40; }; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "SKIP $T: needs root"; exit 77; }
 [ -x "$agent" ] || fail "agent binary $agent missing (build it first, or set BERTH_AGENT_BIN)"
 
@@ -31,7 +31,7 @@ trap 'berth_vm_cleanup' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 berth_vm_create "$image" desktop-e2e || fail "could not define the domain"
-echo "== boot $VM_NAME (accel $VM_ACCEL, transport forward: images/lib/vm.sh, not berthd)"
+echo "== boot $VM_NAME (accel $VM_ACCEL, transport forward: QEMU user net, berthd's domain XML)"
 berth_vm_boot || fail "the agent did not answer after boot"
 
 got=$(berth_vm_exec 'uname -r') || fail "exec uname -r failed"
@@ -63,4 +63,4 @@ stats=$(berth_vm_screenshot_wait "$outdir/desktop.png" "${BERTH_SCREENSHOT_DEADL
 size=$(printf '%s' "$stats" | "$BERTH_PYTHON" -c 'import json, sys; d = json.load(sys.stdin); print("%dx%d" % (d["width"], d["height"]))')
 [ "$size" = "$BERTH_SCREEN" ] || fail "the screen is $size, fw_cfg asked for $BERTH_SCREEN"
 
-echo "PASS $T: agent ready in ${VM_READY_SECONDS}s (accel $VM_ACCEL, transport forward: images/lib/vm.sh, not berthd), DevTools ($browser) ${devtools_s}s later; screenshot $outdir/desktop.png $stats; total $(berth_elapsed "$start")s"
+echo "PASS $T: agent ready in ${VM_READY_SECONDS}s (accel $VM_ACCEL, transport forward: QEMU user net, berthd's domain XML), DevTools ($browser) ${devtools_s}s later; screenshot $outdir/desktop.png $stats; total $(berth_elapsed "$start")s"
