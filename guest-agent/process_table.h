@@ -17,28 +17,6 @@
 
 namespace berth::agent {
 
-// An open stream for the activity tracker that is safe to destroy after the agent is gone.
-// Coroutine frames still suspended when the agent stops (a stream mid-write) are destroyed with
-// the io_context, after the Agent and its ActivityTracker; a plain StreamGuard would then touch
-// freed memory. This one lets go of the tracker when the process table (destroyed before the
-// tracker) no longer exists.
-class StreamHold {
- public:
-  StreamHold(std::weak_ptr<void> table_alive, ActivityTracker::StreamGuard guard)
-      : alive_(std::move(table_alive)),
-        guard_(std::make_unique<ActivityTracker::StreamGuard>(std::move(guard))) {}
-  StreamHold(StreamHold&&) = default;
-  StreamHold& operator=(StreamHold&&) = default;
-  ~StreamHold() {
-    // Deliberately leaked at teardown: its destructor would write into the dead tracker.
-    if (guard_ && alive_.expired()) (void)guard_.release();
-  }
-
- private:
-  std::weak_ptr<void> alive_;
-  std::unique_ptr<ActivityTracker::StreamGuard> guard_;
-};
-
 class ProcessTable {
  public:
   ProcessTable(boost::asio::io_context& io, ActivityTracker& activity);
@@ -58,9 +36,12 @@ class ProcessTable {
   int RunningCount() const;
   // Kills every process group still running (agent shutdown).
   void Shutdown();
-  // An activity-tracker stream of `kind` for as long as the result lives. I/O thread.
-  StreamHold OpenStream(std::string kind) {
-    return StreamHold(self_, activity_.OpenStream(std::move(kind)));
+  // An activity-tracker stream of `kind` for as long as the result lives. I/O thread. Safe to
+  // destroy after the agent: a coroutine frame still suspended at shutdown is destroyed with
+  // the io_context, after the tracker, and the guard then sees the tracker gone and touches
+  // nothing (ActivityTracker::StreamGuard).
+  ActivityTracker::StreamGuard OpenStream(std::string kind) {
+    return activity_.OpenStream(std::move(kind));
   }
 
  private:

@@ -182,12 +182,23 @@ std::string FormatTime(int64_t ns) {
 }
 
 Result<int64_t> ParseTime(std::string_view text) {
+  // Digits exactly where RFC 3339 has them: sscanf's %d alone takes signs and spaces too.
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd";
+  bool shaped = text.size() > kShape.size();
+  for (size_t i = 0; shaped && i < kShape.size(); ++i) {
+    shaped = kShape[i] == 'd' ? text[i] >= '0' && text[i] <= '9' : text[i] == kShape[i];
+  }
+  if (!shaped) return Fail(ErrorCode::kInvalidArgument, fmt::format("bad time '{}'", text));
   std::string s(text);
   struct tm tm{};
   int consumed = 0;
   if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("bad time '{}'", text));
+  }
+  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("bad time '{}' (a field out of range)", text));
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
@@ -203,7 +214,13 @@ Result<int64_t> ParseTime(std::string_view text) {
   if (pos + 1 != s.size() || s[pos] != 'Z') {
     return Fail(ErrorCode::kInvalidArgument, fmt::format("bad time '{}' (UTC 'Z' expected)", text));
   }
-  return static_cast<int64_t>(timegm(&tm)) * 1'000'000'000 + frac;
+  // Nanoseconds in an int64_t reach from 1677 to 2262: a time outside is refused, not wrapped.
+  int64_t ns = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(timegm(&tm)), int64_t{1'000'000'000}, &ns) ||
+      __builtin_add_overflow(ns, frac, &ns)) {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("bad time '{}' (out of range)", text));
+  }
+  return ns;
 }
 
 }  // namespace berth::protocol

@@ -101,6 +101,13 @@ void Actor::Enqueue(Op op) {
   asio::co_spawn(strand_, std::move(drain), asio::detached);
 }
 
+void Actor::DropQueued() {
+  ops_.clear();
+  op_running_ = false;
+  std::lock_guard lock(view_mutex_);
+  busy_ = 0;
+}
+
 asio::awaitable<void> Actor::Drain() {
   while (!ops_.empty()) {
     Op op = std::move(ops_.front());

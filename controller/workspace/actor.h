@@ -77,6 +77,9 @@ class Actor : public std::enable_shared_from_this<Actor> {
   // Queues `op` after the operations already queued; it runs on the strand. Strand only. The
   // actor (made with make_shared) stays alive until its queue is empty.
   void Enqueue(Op op);
+  // Forgets the ops still queued. Only once the service's threads have stopped: a queued op
+  // holds the actor itself, and a queue nobody drains would keep it alive for ever.
+  void DropQueued();
   // Ops queued or running. Strand only.
   size_t pending_ops() const { return ops_.size() + (op_running_ ? 1 : 0); }
 

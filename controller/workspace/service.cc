@@ -145,6 +145,16 @@ void WorkspaceService::Shutdown() {
   control_.stop();
   control_.join();
   blocking_.join();
+  // Ops queued behind the stop hold their actor: with no thread left to drain them, each
+  // actor would keep itself alive (LeakSanitizer saw it in the ASan build).
+  std::vector<ActorPtr> live;
+  {
+    std::lock_guard lock(registry_mutex_);
+    for (auto& weak : every_actor_) {
+      if (auto a = weak.lock()) live.push_back(std::move(a));
+    }
+  }
+  for (auto& a : live) a->DropQueued();  // outside the lock: dropped ops run their destructors
 }
 
 // --- registry ---------------------------------------------------------------------------------
@@ -182,6 +192,10 @@ WorkspaceService::ActorPtr WorkspaceService::Adopt(Workspace ws) {
   std::lock_guard lock(registry_mutex_);
   actors_[ws.id] = actor;
   by_name_[{ws.tenant_id, ws.name}] = ws.id;
+  if (every_actor_.size() >= 2 * actors_.size() + 16) {
+    std::erase_if(every_actor_, [](const auto& w) { return w.expired(); });
+  }
+  every_actor_.push_back(actor);
   return actor;
 }
 

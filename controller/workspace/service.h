@@ -328,6 +328,8 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   std::mutex admission_mutex_;
   mutable std::mutex registry_mutex_;
   std::map<std::string, ActorPtr> actors_;                                // by id
+  // Every actor made, deleted ones included, for Shutdown to empty their queues.
+  std::vector<std::weak_ptr<Actor>> every_actor_;
   std::map<std::pair<std::string, std::string>, std::string> by_name_;   // (tenant, name) -> id
   std::atomic<bool> stopping_{false};
   std::atomic<int> loops_running_{0};

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Names every skipped test of a ctest run and fails on skips the allow-list does not expect.
 
-Usage: skip_report.py SKIP_LOG JUNIT_XML ALLOW_LIST
+Usage: skip_report.py SKIP_LOG JUNIT_XML [JUNIT_XML...] ALLOW_LIST
 
 Skips come from two places:
   - SKIP_LOG: lines `SKIP <ctest name>: <test case>: <reason>` that BERTH_SKIP
     (tests/support/skip.h) appends for a Catch2 case that skipped the rest of itself;
-  - JUNIT_XML (ctest --output-junit): tests that ctest itself reports skipped or disabled (exit
-    77 with SKIP_RETURN_CODE); the reason is the first `SKIP ` line of their output.
+  - each JUNIT_XML (ctest --output-junit, one per build scripts/test runs): tests that ctest
+    itself reports skipped or disabled (exit 77 with SKIP_RETURN_CODE); the reason is the first
+    `SKIP ` line of their output.
 Prints a summary; exit 0 when every skip is expected here, 1 otherwise (or when the inputs
 cannot be read). BERTH_ALLOW_SKIPS=1 reports unexpected skips without failing (for a developer
 who knows; CI never sets it).
@@ -39,13 +40,13 @@ def read_allow_list(path):
     return entries
 
 
-def read_skips(skip_log, junit):
+def read_skips(skip_log, junits):
     skips = []  # "<ctest name>: ..." without the leading "SKIP "
     if os.path.exists(skip_log):
         with open(skip_log, errors="replace") as f:
             skips += [line.rstrip("\n")[5:] for line in f if line.startswith("SKIP ")]
-    root = ET.parse(junit).getroot()
-    for case in root.iter("testcase"):
+    cases = [case for junit in junits for case in ET.parse(junit).getroot().iter("testcase")]
+    for case in cases:
         status = case.get("status", "run")
         if status == "run" or case.find("failure") is not None:
             continue  # run (passed or failed) or failed to run: ctest's own result covers it
@@ -62,13 +63,13 @@ def read_skips(skip_log, junit):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) < 4:
         print(__doc__, file=sys.stderr)
         return 1
-    skip_log, junit, allow_path = argv[1:]
+    skip_log, junits, allow_path = argv[1], argv[2:-1], argv[-1]
     try:
         allowed = read_allow_list(allow_path)
-        skips = read_skips(skip_log, junit)
+        skips = read_skips(skip_log, junits)
     except (OSError, ValueError, ET.ParseError) as e:
         print(f"skip report: {e}", file=sys.stderr)
         return 1

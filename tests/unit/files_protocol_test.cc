@@ -37,6 +37,24 @@ TEST_CASE("modes and times", "[files]") {
   CHECK_FALSE(ParseTime("2024-05-01 12:00"));
 }
 
+// Found by the fuzz corpus under UBSan: a guest's mtime of year -999 overflowed the multiply.
+TEST_CASE("file times: signs, spaces, fields out of range and years int64 ns cannot hold are refused",
+          "[files]") {
+  CHECK(ParseTime("1970-01-01T00:00:00Z").value() == 0);
+  CHECK(ParseTime("1969-12-31T23:59:59.5Z").value() == -500'000'000);
+  CHECK(ParseTime("2262-04-11T23:47:16Z").value() == 9'223'372'036'000'000'000);
+  CHECK_FALSE(ParseTime("-999-01-01T00:00:00Z"));   // what the fuzzer sent
+  CHECK_FALSE(ParseTime("+2024-05-01T12:00:00Z"));
+  CHECK_FALSE(ParseTime(" 2024-05-01T12:00:00Z"));
+  CHECK_FALSE(ParseTime("2024- 5-01T12:00:00Z"));
+  CHECK_FALSE(ParseTime("2024-13-01T12:00:00Z"));
+  CHECK_FALSE(ParseTime("2024-05-00T12:00:00Z"));
+  CHECK_FALSE(ParseTime("2024-05-01T24:00:00Z"));
+  CHECK_FALSE(ParseTime("2263-01-01T00:00:00Z"));   // past int64 nanoseconds
+  CHECK_FALSE(ParseTime("1000-01-01T00:00:00Z"));
+  CHECK_FALSE(ParseTime("2024-05-01T12:00:00"));     // no Z
+}
+
 TEST_CASE("file info JSON round-trips", "[files]") {
   FileInfo info;
   info.name = "x";
