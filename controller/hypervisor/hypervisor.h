@@ -76,6 +76,8 @@ class Hypervisor {
   // says why a boot failed; empty where there is none.
   virtual std::string LogTail(const std::string& /*name*/) { return {}; }
   // Lifecycle events from the hypervisor (crash, guest shutdown), called on an internal thread.
+  // Once SetEventHandler returns, the handler it replaced is not running and never runs again
+  // (so SetEventHandler(nullptr) makes what the handler captured safe to destroy).
   virtual void SetEventHandler(std::function<void(const DomainEvent&)> handler) = 0;
 };
 

@@ -106,6 +106,7 @@ Result<std::unique_ptr<LibvirtHypervisor>> LibvirtHypervisor::Connect(const std:
 }
 
 LibvirtHypervisor::~LibvirtHypervisor() {
+  SetEventHandler(nullptr);  // waits for a handler call in flight
   std::lock_guard lock(mutex_);
   if (conn_ != nullptr) {
     if (callback_id_ >= 0) virConnectDomainEventDeregisterAny(conn_, callback_id_);
@@ -132,7 +133,9 @@ Result<Unique<virConnect>> LibvirtHypervisor::Conn() {
   virConnectSetKeepAlive(conn, 5, 3);
   callback_id_ = virConnectDomainEventRegisterAny(
       conn, nullptr, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-      VIR_DOMAIN_EVENT_CALLBACK(&LibvirtHypervisor::OnLifecycle), this, nullptr);
+      VIR_DOMAIN_EVENT_CALLBACK(&LibvirtHypervisor::OnLifecycle),
+      new std::shared_ptr<EventSink>(sink_),
+      [](void* opaque) { delete static_cast<std::shared_ptr<EventSink>*>(opaque); });
   conn_ = conn;
   return shared();
 }
@@ -147,7 +150,7 @@ Result<Unique<virDomain>> LibvirtHypervisor::Lookup(const std::string& name) {
 
 int LibvirtHypervisor::OnLifecycle(virConnectPtr, virDomainPtr dom, int event, int detail,
                                    void* opaque) {
-  auto* self = static_cast<LibvirtHypervisor*>(opaque);
+  auto& sink = *static_cast<std::shared_ptr<EventSink>*>(opaque);
   DomainEvent ev;
   ev.name = virDomainGetName(dom);
   switch (event) {
@@ -165,18 +168,18 @@ int LibvirtHypervisor::OnLifecycle(virConnectPtr, virDomainPtr dom, int event, i
     default: ev.kind = DomainEventKind::kOther; break;
   }
   ev.detail = fmt::format("event {} detail {}", event, detail);
-  std::function<void(const DomainEvent&)> handler;
-  {
-    std::lock_guard lock(self->handler_mutex_);
-    handler = self->handler_;
-  }
-  if (handler) handler(ev);
+  std::lock_guard lock(sink->mutex);
+  if (sink->handler) sink->handler(ev);
   return 0;
 }
 
 void LibvirtHypervisor::SetEventHandler(std::function<void(const DomainEvent&)> handler) {
-  std::lock_guard lock(handler_mutex_);
-  handler_ = std::move(handler);
+  std::function<void(const DomainEvent&)> old;
+  {
+    std::lock_guard lock(sink_->mutex);
+    old = std::exchange(sink_->handler, std::move(handler));
+  }
+  // `old` is destroyed here, outside the lock: what it captured may be anything.
 }
 
 Status LibvirtHypervisor::Define(const DomainSpec& spec) {

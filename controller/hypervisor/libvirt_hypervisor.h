@@ -14,6 +14,7 @@
 #include <libvirt/virterror.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -69,8 +70,15 @@ class LibvirtHypervisor : public Hypervisor {
   std::mutex mutex_;  // guards conn_ and callback_id_ only; never held across a libvirt call on a domain
   virConnectPtr conn_ = nullptr;
   int callback_id_ = -1;
-  std::mutex handler_mutex_;
-  std::function<void(const DomainEvent&)> handler_;
+  // What libvirt's callback reaches: shared with every registration (each holds a reference,
+  // freed by libvirt once the registration is gone), so a dispatch that races the destructor
+  // or a deregistration finds a live sink with no handler rather than a freed hypervisor. The
+  // handler runs under the mutex: SetEventHandler waits for a call in flight.
+  struct EventSink {
+    std::mutex mutex;
+    std::function<void(const DomainEvent&)> handler;
+  };
+  std::shared_ptr<EventSink> sink_ = std::make_shared<EventSink>();
 };
 
 // libvirt's last error on this thread as an Error; `what` names the operation.

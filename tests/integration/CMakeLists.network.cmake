@@ -1,8 +1,5 @@
 # Guest network isolation against the real kernel, in network namespaces the test makes
 # (needs root, nftables and iproute2; no packet leaves the machine).
-add_library(berth_netns_lab STATIC support/netns_lab.cc)
-target_link_libraries(berth_netns_lab PUBLIC berth_common PkgConfig::LDNS)
-target_precompile_headers(berth_netns_lab REUSE_FROM berth_common)
 berth_add_test(integration_network NO_AGENT SOURCES integration/network_isolation_test.cc
                LIBS berth_controller_core berth_netns_lab LABELS integration)
 # passt_guest.py: a guest's hand-made frames on a real passt's socket.
