@@ -2,7 +2,6 @@
 #include <signal.h>
 
 #include <iostream>
-#include <iterator>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -16,8 +15,12 @@ namespace {
 // `berthd domain-xml`: a JSON DomainSpec on stdin, the domain XML berthd would define on
 // stdout. images/lib/vm.sh boots images through it, so the image checks test berthd's devices.
 int PrintDomainXml() {
-  std::string text(std::istreambuf_iterator<char>(std::cin), {});
-  if (text.size() > (1 << 20)) {
+  // Read at most 1 MiB (and one byte to tell it was more), not all of stdin then check.
+  constexpr size_t kMaxSpec = 1 << 20;
+  std::string text(kMaxSpec + 1, '\0');
+  std::cin.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(std::cin.gcount()));
+  if (text.size() > kMaxSpec) {
     std::cerr << "berthd domain-xml: the spec is over 1 MiB\n";
     return 2;
   }
