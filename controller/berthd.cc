@@ -126,6 +126,13 @@ Status Config::LoadFile(const fs::path& path) {
         }
         min_free_disk = *parsed;
       }
+      else if (k == "preview") {
+        auto parsed = preview::ParsePreviewConfig(v);
+        if (!parsed) {
+          return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: preview: {}", path.string(), parsed.error().message));
+        }
+        preview = std::move(*parsed);
+      }
       else if (k == "network") {
         auto parsed = network::ParseNetworkConfig(v);
         if (!parsed) {
@@ -308,6 +315,7 @@ Status Daemon::Start() {
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   api::ApiOptions aopt;
   aopt.network = service_.get();
+  aopt.preview = config_.preview;
   aopt.server.max_connections = static_cast<size_t>(config_.max_connections);
   aopt.server.max_connections_per_source = static_cast<size_t>(config_.max_connections_per_source);
   aopt.server.max_connections_per_key = static_cast<size_t>(config_.max_connections_per_key);
@@ -332,6 +340,16 @@ Status Daemon::Start() {
   auto bound = api_->Listen(*listen);
   if (!bound) return Fail(bound.error());
   endpoint_ = *bound;
+  if (!config_.preview.listen.empty()) {
+    auto where = Endpoint::Parse("tcp:" + config_.preview.listen);
+    if (!where) return Fail(where.error());
+    auto previews = api_->ListenPreviews(*where);
+    if (!previews) return Fail(previews.error());
+    preview_endpoint_ = *previews;
+    spdlog::info("previews: also on {}", previews->ToString());
+  }
+  spdlog::info("previews: http://{{port}}-{{workspace}}.{}{}/", config_.preview.domain,
+               fmt::format(":{}", preview_endpoint_.port != 0 ? preview_endpoint_.port : endpoint_.port));
   for (int i = 0; i < std::max(1, config_.io_threads); ++i) {
     io_threads_.emplace_back([this] {
       auto guard = boost::asio::make_work_guard(io_);

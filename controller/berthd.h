@@ -15,6 +15,7 @@
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "controller/network/network_config.h"
+#include "controller/preview/preview_config.h"
 #include "controller/workspace/host_disk.h"
 #include "controller/workspace/quota.h"
 
@@ -61,6 +62,9 @@ struct Config {
   // Guest network isolation ("network": {...}, controller/network/network_config.h). On by
   // default; the unix transport (tests: no guests) never installs rules.
   network::NetworkConfig network;
+  // Previews ("preview": {...}, controller/preview/preview_config.h): at
+  // http://{port}-{workspace}.preview.localhost:<listen port>/ by default.
+  preview::PreviewConfig preview;
   // Every tenant's limits unless the operator set its own (PATCH /v1/tenants/{id}):
   // "limits": {"workspaces": 50, "vcpus": 16, "memory_mib": 32768, "disk_gib": 2048}.
   workspace::Limits limits;
@@ -91,6 +95,8 @@ class Daemon {
   void WaitForSignal();
 
   const Endpoint& endpoint() const { return endpoint_; }
+  // The preview listener (preview.listen); port 0 when there is none.
+  const Endpoint& preview_endpoint() const { return preview_endpoint_; }
   std::string url() const;
   std::filesystem::path admin_key_file() const { return config_.data_dir / "admin.key"; }
   workspace::WorkspaceService& service() { return *service_; }
@@ -115,6 +121,7 @@ class Daemon {
   std::unique_ptr<api::ApiServer> api_;
   std::vector<std::thread> io_threads_;
   Endpoint endpoint_;
+  Endpoint preview_endpoint_;
   bool stopped_ = false;
 };
 

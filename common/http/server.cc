@@ -49,9 +49,9 @@ bhttp::response<bhttp::string_body> ErrorResponse(const Error& error, unsigned v
   return res;
 }
 
-// The peer's IP address as text for a TCP socket (IPv4-mapped IPv6 as IPv4), empty for
-// anything else (unix, vsock): the key of the per-source cap.
-std::string SourceAddress(int fd) {
+}  // namespace
+
+std::string PeerAddress(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
@@ -72,6 +72,8 @@ std::string SourceAddress(int fd) {
   }
   return {};
 }
+
+namespace {
 
 // A whole error answer as bytes, for connections refused before any request is read.
 std::string RefusalBytes(int status, std::string_view reason, std::string_view code,
@@ -288,8 +290,8 @@ Task<Status> Exchange::BeginChunked(bhttp::status status, std::string_view conte
   responded_ = true;
   if (parser_.is_done()) body_done_ = true;
   bhttp::response<bhttp::empty_body> res{status, request().version()};
-  res.set(bhttp::field::content_type, content_type);
-  for (const auto& [k, v] : headers) res.set(k, v);
+  if (!content_type.empty()) res.set(bhttp::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.insert(k, v);
   res.keep_alive(keep_alive_ && body_done_ && request().keep_alive());
   if (!res.keep_alive()) keep_alive_ = false;
   res.chunked(true);
@@ -334,8 +336,8 @@ Task<Status> Exchange::BeginFixed(bhttp::status status, std::string_view content
   responded_ = true;
   if (parser_.is_done()) body_done_ = true;
   bhttp::response<bhttp::empty_body> res{status, request().version()};
-  res.set(bhttp::field::content_type, content_type);
-  for (const auto& [k, v] : headers) res.set(k, v);
+  if (!content_type.empty()) res.set(bhttp::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.insert(k, v);
   res.keep_alive(keep_alive_ && body_done_ && request().keep_alive());
   if (!res.keep_alive()) keep_alive_ = false;
   res.content_length(length);
@@ -499,7 +501,7 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
     }
     auto connection = std::make_shared<Connection>(std::move(socket));
     connection->listener = listener->endpoint;
-    connection->source = SourceAddress(connection->stream.socket().native_handle());
+    connection->source = PeerAddress(connection->stream.socket().native_handle());
     std::optional<std::string> refusal;
     std::shared_ptr<Connection> shed;
     {

@@ -123,6 +123,8 @@ class Exchange {
   Task<Status> SendJson(bhttp::status status, const nlohmann::json& body);
   Task<Status> SendError(const Error& error);
   // A chunked response: BeginChunked once, WriteChunk any number of times, EndChunked.
+  // `headers` are added as given (a field given twice is sent twice: Set-Cookie); an empty
+  // `content_type` sends none.
   // Only one write may be in flight; callers with several producers serialize them.
   Task<Status> BeginChunked(bhttp::status status, std::string_view content_type,
                             const std::vector<std::pair<std::string, std::string>>& headers = {});
@@ -176,6 +178,11 @@ class Exchange {
 };
 
 using Handler = std::function<Task<void>(Exchange&)>;
+
+// The peer's IP address as text for a TCP socket (IPv4-mapped IPv6 as IPv4), empty for
+// anything else (unix, vsock): the key of the per-source cap, and what a proxy puts in
+// X-Forwarded-For. Any thread.
+std::string PeerAddress(int fd);
 
 class Server {
  public:

@@ -48,13 +48,15 @@ std::string Iso8601(std::chrono::system_clock::time_point t) {
 }
 
 json ToJson(const PortInfo& port) {
-  return {{"port", port.port},
-          {"address", port.address},
-          {"family", port.family},
-          {"pid", OptionalJson(port.pid)},
-          {"process", OptionalJson(port.process)},
-          {"cmdline", OptionalJson(port.cmdline)},
-          {"user", OptionalJson(port.user)}};
+  json j = {{"port", port.port},
+            {"address", port.address},
+            {"family", port.family},
+            {"pid", OptionalJson(port.pid)},
+            {"process", OptionalJson(port.process)},
+            {"cmdline", OptionalJson(port.cmdline)},
+            {"user", OptionalJson(port.user)}};
+  if (port.preview_url) j["preview_url"] = *port.preview_url;  // berthd's, not the agent's
+  return j;
 }
 
 Result<PortInfo> PortInfoFromJson(const json& j) {
@@ -70,7 +72,8 @@ Result<PortInfo> PortInfoFromJson(const json& j) {
   auto process = OptionalString(j, "process");
   auto cmdline = OptionalString(j, "cmdline");
   auto user = OptionalString(j, "user");
-  for (const auto* r : {&address, &family, &process, &cmdline, &user}) {
+  auto preview_url = OptionalString(j, "preview_url");
+  for (const auto* r : {&address, &family, &process, &cmdline, &user, &preview_url}) {
     if (!*r) return Fail(r->error());
   }
   out.address = address->value_or("");
@@ -78,6 +81,7 @@ Result<PortInfo> PortInfoFromJson(const json& j) {
   out.process = *process;
   out.cmdline = *cmdline;
   out.user = *user;
+  out.preview_url = *preview_url;
   auto pid = j.find("pid");
   if (pid != j.end() && !pid->is_null()) {
     if (!pid->is_number_integer()) return Fail(ErrorCode::kInvalidArgument, "'pid' is not a number");

@@ -42,6 +42,8 @@ struct PortInfo {
   std::optional<std::string> process;  // /proc/PID/comm
   std::optional<std::string> cmdline;  // arguments joined by spaces, truncated
   std::optional<std::string> user;     // owner of the socket
+  // berthd's list only: the port's preview address (controller/preview/).
+  std::optional<std::string> preview_url;
 };
 
 nlohmann::json ToJson(const PortInfo& port);

@@ -10,6 +10,7 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "common/random.h"
 
 namespace berth::agent_client {
@@ -91,14 +92,56 @@ size_t AgentConnectionPool::IdleCountForTest(const std::string& key) {
 
 // --- AgentConnector ---------------------------------------------------------------------------
 
-Upstream::Upstream(const asio::any_io_executor& executor) : stream(executor) {}
+Upstream::Upstream(const asio::any_io_executor& executor) : stream(executor) { parser.emplace(); }
+
+void Upstream::ResetParser(uint32_t header_limit, bool head) {
+  parser.emplace();
+  parser->header_limit(header_limit);
+  parser->body_limit(boost::none);  // streamed; the relay bounds nothing but time
+  if (head) parser->skip(true);
+}
 
 AgentConnector::AgentConnector(const AgentLink& link, const ProxyOptions& options,
-                               AgentConnectionPool* pool)
-    : link_(link), options_(options), pool_(pool), pool_key_(PoolKey(link)) {}
+                               AgentConnectionPool* pool, ConnectorTarget target)
+    : link_(link), options_(options), target_(target), pool_(pool), pool_key_(PoolKey(link, target)) {}
 
-std::string AgentConnector::PoolKey(const AgentLink& link) {
-  return link.endpoint.ToString() + "#" + Sha256Hex(link.token);
+std::string AgentConnector::PoolKey(const AgentLink& link, ConnectorTarget target) {
+  std::string key = link.endpoint.ToString() + "#" + Sha256Hex(link.token);
+  if (target.tunnel_port) key += fmt::format("#tunnel:{}", *target.tunnel_port);
+  return key;
+}
+
+http::Task<Status> AgentConnector::OpenTunnel(uint16_t port) {
+  // The agent connects to the guest port before it answers: a guest under TCG may take a
+  // while, and its own connect has a 10 s deadline (guest-agent/port_routes.cc).
+  constexpr std::chrono::seconds kTunnelAnswer{20};
+  std::string request = fmt::format(
+      "GET /v1/tunnel?port={} HTTP/1.1\r\nHost: berth-agent\r\nAuthorization: Bearer {}\r\n"
+      "Connection: Upgrade\r\nUpgrade: berth-tcp\r\n\r\n",
+      port, link_.token);
+  up_->stream.expires_after(kTunnelAnswer);
+  auto [wec, wn] = co_await asio::async_write(up_->stream, asio::buffer(request), kTuple);
+  if (aborted_) co_return Fail(ClientGone());
+  if (wec) co_return Fail(Unreachable(wec));
+  // Its own parser: an error answer has a small JSON body, read whole; a 101 has none, and
+  // what follows it in the buffer is the guest server's (nothing, before a request).
+  bhttp::response_parser<bhttp::string_body> answer;
+  answer.header_limit(8 * 1024);
+  answer.body_limit(16 * 1024);
+  auto [ec, n] = co_await bhttp::async_read_header(up_->stream, up_->buffer, answer, kTuple);
+  if (aborted_) co_return Fail(ClientGone());
+  if (ec) co_return Fail(Unreachable(ec));
+  if (answer.get().result() == bhttp::status::switching_protocols) co_return Status{};
+  auto [bec, bn] = co_await bhttp::async_read(up_->stream, up_->buffer, answer, kTuple);
+  std::string message = fmt::format("the workspace refused a tunnel to port {} ({})", port,
+                                    answer.get().result_int());
+  if (!bec) {
+    auto body = ParseJson(answer.get().body());
+    if (body && body->is_object() && body->contains("error") && (*body)["error"].is_object()) {
+      message = (*body)["error"].value("message", message);
+    }
+  }
+  co_return Fail(ErrorCode::kUnavailable, message);
 }
 
 http::Task<Status> AgentConnector::Connect(bool allow_pooled) {
@@ -107,8 +150,7 @@ http::Task<Status> AgentConnector::Connect(bool allow_pooled) {
   if (!asio_ep) co_return Fail(asio_ep.error());
   auto executor = co_await asio::this_coro::executor;
   up_ = std::make_unique<Upstream>(executor);
-  up_->parser.header_limit(options_.max_response_header);
-  up_->parser.body_limit(boost::none);  // streamed; the relay bounds nothing but time
+  up_->ResetParser(options_.max_response_header, head_);
   int fd = allow_pooled && pool_ != nullptr ? pool_->Take(pool_key_) : -1;
   if (fd >= 0) {
     boost::system::error_code ec;
@@ -129,10 +171,15 @@ http::Task<Status> AgentConnector::Connect(bool allow_pooled) {
     int one = 1;
     setsockopt(up_->stream.socket().native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   }
+  if (target_.tunnel_port) co_return co_await OpenTunnel(*target_.tunnel_port);
   co_return Status{};
 }
 
 http::Task<Status> AgentConnector::Write(const Request& request, std::string_view body) {
+  if (request.method() == bhttp::verb::head && !head_) {
+    head_ = true;
+    up_->ResetParser(options_.max_response_header, true);
+  }
   bhttp::request_serializer<bhttp::empty_body> serializer{request};
   up_->stream.expires_after(options_.io_timeout);
   auto [ec, n] = co_await bhttp::async_write_header(up_->stream, serializer, kTuple);
@@ -151,17 +198,26 @@ http::Task<Status> AgentConnector::Write(const Request& request, std::string_vie
 
 http::Task<Status> AgentConnector::ReadResponseHeader() {
   if (!up_) co_return Fail(ErrorCode::kInternal, "no request was sent");
+  // One deadline for the answer, however many informational answers come first.
   up_->stream.expires_after(options_.response_timeout);
-  auto [ec, n] = co_await bhttp::async_read_header(up_->stream, up_->buffer, up_->parser, kTuple);
-  if (aborted_) co_return Fail(ClientGone());
-  if (ec == beast::error::timeout) {
-    co_return Fail(ErrorCode::kDeadlineExceeded, "the workspace's agent did not answer in time");
+  for (int informational = 0;; ++informational) {
+    auto [ec, n] = co_await bhttp::async_read_header(up_->stream, up_->buffer, *up_->parser, kTuple);
+    if (aborted_) co_return Fail(ClientGone());
+    if (ec == beast::error::timeout) {
+      co_return Fail(ErrorCode::kDeadlineExceeded, "the workspace's agent did not answer in time");
+    }
+    if (ec) {
+      last_error_ = ec;
+      co_return Fail(Unreachable(ec));
+    }
+    // 100 Continue (berthd never asks for it, a server may send it anyway) or 103 Early
+    // Hints: not the answer, and a client given one as final would wait for ever. A few are
+    // read past; a server that sends nothing else is cut off.
+    unsigned code = up_->parser->get().result_int();
+    if (code < 100 || code >= 200 || code == 101) co_return Status{};
+    if (informational >= 8) co_return Fail(ErrorCode::kUnavailable, "the server sent only informational answers");
+    up_->ResetParser(options_.max_response_header, head_);
   }
-  if (ec) {
-    last_error_ = ec;
-    co_return Fail(Unreachable(ec));
-  }
-  co_return Status{};
 }
 
 http::Task<Result<Upstream*>> AgentConnector::RoundTrip(const Request& request,
@@ -197,7 +253,7 @@ http::Task<Result<Upstream*>> AgentConnector::Open(const Request& request) {
 void AgentConnector::Recycle() {
   if (!up_ || pool_ == nullptr || aborted_) return;
   auto& up = *up_;
-  if (!up.parser.is_done() || !up.parser.keep_alive() || up.buffer.size() != 0) return;
+  if (!up.parser->is_done() || !up.parser->keep_alive() || up.buffer.size() != 0) return;
   boost::system::error_code ec;
   up.stream.expires_never();
   int fd = up.stream.socket().release(ec);

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,8 +66,22 @@ struct Upstream {
   explicit Upstream(const boost::asio::any_io_executor& executor);
   http::Stream stream;
   http::beast::flat_buffer buffer;
-  http::bhttp::response_parser<http::bhttp::buffer_body> parser;
+  // Always engaged; optional only so that ResetParser can make a fresh one (a parser reads one
+  // message).
+  std::optional<http::bhttp::response_parser<http::bhttp::buffer_body>> parser;
   bool reused = false;  // taken from the pool
+  // A fresh parser for the next response header: at most `header_limit` bytes, the body
+  // unbounded (the relay bounds time, not size), none at all after a HEAD.
+  void ResetParser(uint32_t header_limit, bool head);
+};
+
+// Where a connector's connections lead.
+struct ConnectorTarget {
+  // nullopt: the agent's own API. A port: a raw tunnel (`GET /v1/tunnel?port=N`, `Upgrade:
+  // berth-tcp`) to that port on the guest's loopback, opened on every new connection, so the
+  // requests go to the guest's server, not to the agent (previews). Pooled connections are
+  // kept per port.
+  std::optional<uint16_t> tunnel_port;
 };
 
 class AgentConnector {
@@ -74,14 +89,17 @@ class AgentConnector {
   using Request = http::bhttp::request<http::bhttp::empty_body>;
 
   // `pool` may be null (no pooling). `link`, `options` and `pool` must outlive the connector.
-  AgentConnector(const AgentLink& link, const ProxyOptions& options, AgentConnectionPool* pool);
+  AgentConnector(const AgentLink& link, const ProxyOptions& options, AgentConnectionPool* pool,
+                 ConnectorTarget target = {});
 
   // A replayable request: sends `request` and then `body` (all of it; `request` says its
   // length) on a pooled connection when one is idle, else a new one, and reads the response
   // header; retried once on a new connection when a pooled one turns out closed (see above).
   // The upstream it returns is the connector's (valid until the next call or its end).
-  // Errors: unavailable (the agent cannot be reached, or broke off, or Abort() was called),
-  // deadline_exceeded (no answer within ProxyOptions::response_timeout).
+  // Errors: unavailable (the agent cannot be reached, or broke off, or Abort() was called;
+  // through a tunnel also: the agent refused it, its message saying why, e.g. nothing listens
+  // on the port), deadline_exceeded (no answer within ProxyOptions::response_timeout).
+  // Informational answers (1xx but 101) are read past: the header returned is the final one.
   http::Task<Result<Upstream*>> RoundTrip(const Request& request, std::string_view body);
 
   // A request that cannot be sent twice (its body is streamed, or it upgrades): a new
@@ -110,23 +128,28 @@ class AgentConnector {
 
   // The pool key of an agent: its address and (a hash of) its token, so a new boot (a new
   // token) never reuses a connection to the previous one.
-  static std::string PoolKey(const AgentLink& link);
+  // Connections through a tunnel are kept apart per port.
+  static std::string PoolKey(const AgentLink& link, ConnectorTarget target = {});
 
   // All of the above: call on one strand (the client connection's).
 
  private:
   // A new upstream in up_: a pooled connection if `allow_pooled` and one is idle, else a new
-  // one.
+  // one (through its tunnel when the target has one).
   http::Task<Status> Connect(bool allow_pooled);
+  // On a new connection: asks the agent for the raw tunnel and reads its 101.
+  http::Task<Status> OpenTunnel(uint16_t port);
   http::Task<Status> Write(const Request& request, std::string_view body);
 
   const AgentLink& link_;
   const ProxyOptions& options_;
+  ConnectorTarget target_;
   AgentConnectionPool* pool_;
   std::string pool_key_;
   std::unique_ptr<Upstream> up_;  // the connection in use: the one Abort() shuts down
   boost::system::error_code last_error_;  // of the last write or read on up_
   bool aborted_ = false;
+  bool head_ = false;  // the request is a HEAD: its answer has no body whatever it says
   int connects_ = 0;
   int retries_ = 0;
 };

@@ -62,6 +62,16 @@ struct StopWatchOnExit {
 
 enum class Answered { kDone, kUpgrade };
 
+// The upstream could not be reached, or gave no answer: the plan's page, or the error as JSON.
+http::Task<void> Unreachable(http::Exchange& ex, const ProxyPlan& plan, const Error& error) {
+  if (plan.unreachable) {
+    co_await plan.unreachable(ex, error);
+    co_return;
+  }
+  auto answered = co_await ex.SendError(error);
+  (void)answered;  // the client may be gone; nothing is left to tell it
+}
+
 // While the agent works on the request: a client that goes away cancels it.
 http::Task<void> WatchClient(net::PeerWatch& watch, http::Exchange& ex, AgentConnector& connector) {
   auto outcome = co_await watch.Run(ex.stream().socket());
@@ -72,7 +82,7 @@ http::Task<void> WatchClient(net::PeerWatch& watch, http::Exchange& ex, AgentCon
 http::Task<Answered> Answer(http::Exchange& ex, AgentConnector& connector,
                             const AgentConnector::Request& request, std::string_view body,
                             bool replayable, bool upgrade, net::PeerWatch& watch,
-                            const ProxyOptions& options) {
+                            const ProxyPlan& plan, const ProxyOptions& options) {
   StopWatchOnExit stop{watch};
   Upstream* up = nullptr;
   Status got_header;
@@ -90,19 +100,23 @@ http::Task<Answered> Answer(http::Exchange& ex, AgentConnector& connector,
   }
   if (!got_header) {
     // A client that went away gets no answer worth keeping the connection for.
-    if (connector.aborted()) ex.set_keep_alive(false);
-    auto answered = co_await ex.SendError(got_header.error());
-    (void)answered;  // the client may be gone; nothing is left to tell it
+    if (connector.aborted()) {
+      ex.set_keep_alive(false);
+      auto answered = co_await ex.SendError(got_header.error());
+      (void)answered;  // the client is gone; nothing is left to tell it
+      co_return Answered::kDone;
+    }
+    co_await Unreachable(ex, plan, got_header.error());
     co_return Answered::kDone;
   }
-  if (up->parser.get().result() == bhttp::status::switching_protocols) {
+  if (up->parser->get().result() == bhttp::status::switching_protocols) {
     if (upgrade) co_return Answered::kUpgrade;
     Error error(ErrorCode::kInternal, "the workspace's agent switched protocols unasked");
     auto answered = co_await ex.SendError(error);
     (void)answered;  // the connection is dropped either way
     co_return Answered::kDone;
   }
-  auto relayed = co_await RelayResponse(ex, *up, options);
+  auto relayed = co_await RelayResponse(ex, *up, options, plan.relay);
   if (relayed) connector.Recycle();
   co_return Answered::kDone;
 }
@@ -112,8 +126,17 @@ http::Task<Answered> Answer(http::Exchange& ex, AgentConnector& connector,
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options, AgentConnectionPool* pool,
                               const ExtraHeaders& extra_headers) {
-  using namespace asio::experimental::awaitable_operators;
   AgentConnector connector(link, options, pool);
+  ProxyPlan plan;
+  plan.build = [&](BodyFraming framing) {
+    return BuildUpstreamRequest(ex.request(), target, link.token, extra_headers, framing);
+  };
+  co_await ProxyThrough(ex, connector, plan, options);
+}
+
+http::Task<void> ProxyThrough(http::Exchange& ex, AgentConnector& connector, const ProxyPlan& plan,
+                              const ProxyOptions& options) {
+  using namespace asio::experimental::awaitable_operators;
   const bool upgrade = WantsUpgrade(ex.request());
   const bool has_body = !ex.body_done();
   if (upgrade && has_body) {
@@ -139,14 +162,12 @@ http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::st
   } else if (has_body) {
     framing = length ? BodyFraming::Length(*length) : BodyFraming::Chunked();
   }
-  const auto request =
-      BuildUpstreamRequest(ex.request(), target, link.token, extra_headers, framing);
+  const auto request = plan.build(framing);
 
   if (!replayable) {
     auto opened = co_await connector.Open(request);
     if (!opened) {
-      auto answered = co_await ex.SendError(opened.error());
-      (void)answered;  // the client may be gone
+      co_await Unreachable(ex, plan, opened.error());
       co_return;
     }
     if (has_body) {
@@ -166,8 +187,8 @@ http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::st
   net::PeerWatch watch;
   auto answered = co_await (WatchClient(watch, ex, connector) &&
                             Answer(ex, connector, request, small_body, replayable, upgrade,
-                                   watch, options));
-  if (answered == Answered::kUpgrade) co_await RelayUpgrade(ex, *connector.upstream());
+                                   watch, plan, options));
+  if (answered == Answered::kUpgrade) co_await RelayUpgrade(ex, *connector.upstream(), plan.relay);
 }
 
 }  // namespace berth::agent_client

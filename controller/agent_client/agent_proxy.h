@@ -23,7 +23,10 @@
 #include "controller/agent_client/agent_connector.h"
 #include "controller/agent_client/agent_link.h"
 #include "controller/agent_client/proxy_options.h"
+#include "controller/agent_client/response_relay.h"
 #include "controller/agent_client/upstream_request.h"
+
+#include <functional>
 
 namespace berth::agent_client {
 
@@ -42,5 +45,25 @@ inline constexpr size_t kReplayableBody = 64 * 1024;
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options, AgentConnectionPool* pool,
                               const ExtraHeaders& extra_headers);
+
+// What a proxied exchange is made of besides the connector: ProxyToAgent's is the agent's API;
+// the preview proxy's (controller/preview/) is an app behind a tunnel.
+struct ProxyPlan {
+  // The request header sent upstream, for the body framing the proxy chose.
+  std::function<AgentConnector::Request(BodyFraming)> build;
+  RelayPolicy relay = RelayPolicy::Agent();
+  // Answers the client when the upstream cannot be reached or gives no answer (the
+  // connector's error); empty: the error as JSON (SendError). Not called for a client that
+  // went away.
+  std::function<http::Task<void>(http::Exchange&, const Error&)> unreachable;
+};
+
+// The proxy itself, for any plan: the request (whole when small, so it may take a pooled
+// connection and be sent again; streamed otherwise), the client's connection watched while the
+// answer is awaited, the answer relayed, an upgrade joined end to end. Answers the client in
+// every case. `connector`, `plan` and `options` must outlive the coroutine. Call on the client
+// connection's strand.
+http::Task<void> ProxyThrough(http::Exchange& ex, AgentConnector& connector, const ProxyPlan& plan,
+                              const ProxyOptions& options);
 
 }  // namespace berth::agent_client

@@ -19,7 +19,7 @@ constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 // One read from the agent, one write to the client.
 constexpr size_t kChunk = 64 * 1024;
 
-bool Dropped(bhttp::field field, std::string_view name) {
+bool Dropped(bhttp::field field, std::string_view name, const RelayPolicy& policy) {
   switch (field) {
     case bhttp::field::connection:
     case bhttp::field::keep_alive:
@@ -31,9 +31,11 @@ bool Dropped(bhttp::field field, std::string_view name) {
     case bhttp::field::transfer_encoding:
     case bhttp::field::upgrade:
     case bhttp::field::content_length:
-    case bhttp::field::content_type:
-    case bhttp::field::set_cookie:
       return true;
+    case bhttp::field::content_type:
+      return true;  // set by the relay itself, from the answer or by default
+    case bhttp::field::set_cookie:
+      return !policy.app;
     default:
       return beast::iequals(name, "set-cookie2");
   }
@@ -49,7 +51,7 @@ http::Task<Status> WriteBody(http::Exchange& ex, bool fixed, std::string_view da
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> RelayedHeaders(
-    const bhttp::response_header<>& header) {
+    const bhttp::response_header<>& header, const RelayPolicy& policy) {
   std::vector<std::string> named;  // fields the agent's Connection names are hop-by-hop too
   for (const auto& f : header) {
     if (f.name() != bhttp::field::connection) continue;
@@ -57,33 +59,50 @@ std::vector<std::pair<std::string, std::string>> RelayedHeaders(
   }
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& f : header) {
-    if (Dropped(f.name(), f.name_string())) continue;
+    if (Dropped(f.name(), f.name_string(), policy)) continue;
     bool hop = std::any_of(named.begin(), named.end(),
                            [&](const std::string& n) {
                              return beast::iequals(n, f.name_string());
                            });
     if (hop) continue;
+    if (f.name() == bhttp::field::set_cookie) {
+      auto kept = policy.set_cookie ? policy.set_cookie(f.value()) : std::optional<std::string>(f.value());
+      if (kept) out.emplace_back(std::string(f.name_string()), std::move(*kept));
+      continue;
+    }
     out.emplace_back(std::string(f.name_string()), std::string(f.value()));
   }
   return out;
 }
 
-http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOptions& options) {
-  auto& parser = up.parser;
+http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOptions& options,
+                                 const RelayPolicy& policy) {
+  auto& parser = *up.parser;
   const auto& head = parser.get();
   const auto status = head.result();
   if (status == bhttp::status::switching_protocols) {
     co_return Fail(ErrorCode::kInternal, "a 101 goes through RelayUpgrade");
   }
-  auto headers = RelayedHeaders(head.base());
+  auto headers = RelayedHeaders(head.base(), policy);
   std::string content_type(head[bhttp::field::content_type]);
   const bool fixed = parser.content_length().has_value();
+  if (ex.method() == bhttp::verb::head) {
+    // The header alone, saying what a GET would have got (its length, or chunked).
+    if (fixed) {
+      auto begun = co_await ex.BeginFixed(status, content_type, *parser.content_length(), headers);
+      co_return begun;
+    }
+    auto begun = co_await ex.BeginChunked(status, content_type, headers);
+    if (!begun) co_return begun;
+    ex.set_keep_alive(false);  // no last chunk follows a HEAD's answer; the exchange cannot say so
+    co_return Status{};
+  }
   const bool no_body = parser.is_done() || (fixed && *parser.content_length() == 0) ||
                        status == bhttp::status::no_content ||
                        status == bhttp::status::not_modified;
   if (no_body) {
     bhttp::response<bhttp::string_body> res{status, 11};
-    for (const auto& [k, v] : headers) res.set(k, v);
+    for (const auto& [k, v] : headers) res.insert(k, v);
     if (!content_type.empty()) res.set(bhttp::field::content_type, content_type);
     if (status != bhttp::status::no_content && status != bhttp::status::not_modified) {
       res.content_length(0);
@@ -94,7 +113,7 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
     co_return Status{};
   }
 
-  if (content_type.empty()) content_type = "application/octet-stream";
+  if (content_type.empty() && !policy.app) content_type = "application/octet-stream";
   if (fixed) {
     auto begun = co_await ex.BeginFixed(status, content_type, *parser.content_length(), headers);
     if (!begun) co_return begun;
@@ -134,12 +153,12 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
   co_return Status{};
 }
 
-http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up) {
-  const auto& head = up.parser.get();
+http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up, const RelayPolicy& policy) {
+  const auto& head = up.parser->get();
   std::string to_client =
       fmt::format("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: {}\r\n",
                   std::string_view(head[bhttp::field::upgrade]));
-  for (const auto& [k, v] : RelayedHeaders(head.base())) {
+  for (const auto& [k, v] : RelayedHeaders(head.base(), policy)) {
     to_client += fmt::format("{}: {}\r\n", k, v);
   }
   to_client += "\r\n";

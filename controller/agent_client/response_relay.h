@@ -5,7 +5,9 @@
 // framing (exec sessions) and raw tunnels stay end to end between client and agent.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,19 +18,35 @@
 
 namespace berth::agent_client {
 
-// The fields of the agent's response header that reach the client: not the hop-by-hop ones
+// Whose answer is relayed, which decides what of its header reaches the client.
+struct RelayPolicy {
+  // The agent's (berthd's own API): Content-Type is berthd's to set (application/octet-stream
+  // when the agent gave none) and Set-Cookie never passes (a guest sets no cookies on berthd's
+  // origin).
+  static RelayPolicy Agent() { return {}; }
+  // An app's in the guest (a preview, on an origin of its own): Content-Type as the app sent
+  // it (none stays none) and each Set-Cookie through `set_cookie` (nullopt drops it).
+  static RelayPolicy App(std::optional<std::string> (*set_cookie)(std::string_view)) {
+    return RelayPolicy{true, set_cookie};
+  }
+  bool app = false;
+  std::optional<std::string> (*set_cookie)(std::string_view) = nullptr;
+};
+
+// The fields of the response header that reach the client: never the hop-by-hop ones
 // (Connection and what it names, Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding,
-// Upgrade), not Content-Length or Content-Type (berthd frames and types the answer itself), and
-// not Set-Cookie (a guest sets no cookies on berthd's origin). Pure.
+// Upgrade) or Content-Length (berthd frames the answer itself); Content-Type and Set-Cookie as
+// `policy` says. Repeated fields stay repeated, in order. Pure.
 std::vector<std::pair<std::string, std::string>> RelayedHeaders(
-    const http::bhttp::response_header<>& header);
+    const http::bhttp::response_header<>& header, const RelayPolicy& policy = RelayPolicy::Agent());
 
 // Relays an ordinary answer (not a 101) from `up` to `ex`. OK when the whole answer went out
 // and `up` read it to its end (the connection may go back to the pool). When the agent breaks
 // off mid-answer the client's connection is dropped (the only honest signal left); when the
-// client's side fails, so does the relay, and the caller drops `up`. Call on the client
-// connection's strand.
-http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOptions& options);
+// client's side fails, so does the relay, and the caller drops `up`. The answer to a HEAD is
+// its header alone, with the length it states. Call on the client connection's strand.
+http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOptions& options,
+                                 const RelayPolicy& policy);
 
 // Relays a 101: writes it to the client, then pumps bytes both ways (net::Pump, no splice:
 // berthd's io_context has several threads) until both directions have ended. The client's
@@ -36,6 +54,6 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
 // 101 to the client. No timeout: an upgraded pipe may idle as long as both ends keep it open.
 // The client must have asked for an upgrade (WantsUpgrade). Call on the client connection's
 // strand.
-http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up);
+http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up, const RelayPolicy& policy);
 
 }  // namespace berth::agent_client

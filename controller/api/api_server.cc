@@ -6,6 +6,7 @@
 
 #include "common/v1/admin.h"
 #include "common/json.h"
+#include "common/unix_time.h"
 
 namespace berth::api {
 
@@ -39,7 +40,17 @@ http::Task<bool> Require(http::Exchange& ex, Scope needed) {
 ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool,
                      store::Store& store, workspace::WorkspaceService& service,
                      Authenticator& auth, ApiOptions options)
-    : options_(std::move(options)), ctx_{pool, store, service, auth, options_, agent_connections_} {
+    : io_(io),
+      options_(std::move(options)),
+      preview_grants_(store, UnixNow),
+      previews_(options_.preview,
+                preview::GatewayDeps{pool, service, preview_grants_, agent_connections_, options_.proxy,
+                                     [&auth](const std::string& authorization) -> Result<std::string> {
+                                       auto principal = auth.Authenticate(authorization);
+                                       if (!principal) return Fail(principal.error());
+                                       return principal->tenant_id;
+                                     }}),
+      ctx_{pool, store, service, auth, options_, agent_connections_, previews_} {
   // What runs the guests is no secret, and operators and tests want to see it at a glance.
   router_.Add(verb::get, "/v1/health", [this](http::Exchange& ex) -> http::Task<void> {
     v1::Health health;
@@ -54,6 +65,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
   AddAdminRoutes(router_, ctx_);
   AddWorkspaceRoutes(router_, ctx_);
   AddAgentRoutes(router_, ctx_);
+  AddPreviewRoutes(router_, ctx_);
   if (options_.network) AddNetworkRoutes(router_, pool, *options_.network);
   if (options_.extra_routes) options_.extra_routes(router_);
   server_ = std::make_unique<http::Server>(
@@ -62,10 +74,25 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
 
 ApiServer::~ApiServer() { Stop(); }
 
-Result<Endpoint> ApiServer::Listen(const Endpoint& endpoint) { return server_->Listen(endpoint); }
+Result<Endpoint> ApiServer::Listen(const Endpoint& endpoint) {
+  auto bound = server_->Listen(endpoint);
+  if (bound && !preview_server_) previews_.SetListenerPort(bound->port);
+  return bound;
+}
+
+Result<Endpoint> ApiServer::ListenPreviews(const Endpoint& endpoint) {
+  if (!preview_server_) {
+    preview_server_ = std::make_unique<http::Server>(
+        io_, options_.server, [this](http::Exchange& ex) { return previews_.ServeOnly(ex); });
+  }
+  auto bound = preview_server_->Listen(endpoint);
+  if (bound) previews_.SetListenerPort(bound->port);
+  return bound;
+}
 
 void ApiServer::Stop() {
   if (server_) server_->Stop();
+  if (preview_server_) preview_server_->Stop();
 }
 
 namespace {
@@ -107,6 +134,10 @@ http::Task<void> SendTooManyConnections(http::Exchange& ex, const Error& error) 
 }  // namespace
 
 http::Task<void> ApiServer::Handle(http::Exchange& ex) {
+  // A preview host is never the API, whatever its path: the gateway authorises it its own way
+  // (preview tokens, public grants), and answers a malformed one itself.
+  bool preview = co_await previews_.Serve(ex);
+  if (preview) co_return;
   // Every route but health is authenticated here, before any handler runs and so before any
   // request body is read: /mcp too (it would otherwise read and parse 32 MiB for any
   // "Bearer x"). /mcp checks the key again at initialize, as it does when it runs alone.

@@ -17,6 +17,9 @@
 #include "controller/agent_client/agent_proxy.h"
 #include "controller/api/auth.h"
 #include "controller/network/network_api.h"
+#include "controller/preview/preview_config.h"
+#include "controller/preview/preview_gateway.h"
+#include "controller/preview/preview_grants.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
 
@@ -32,6 +35,8 @@ struct ApiOptions {
   // GET|PATCH /v1/workspaces/{ws}/network, mounted when set (the workspace service implements
   // it; it must outlive the server).
   network::WorkspaceNetworkApi* network = nullptr;
+  // Previews: served on every listener, routed by Host, and on ListenPreviews's.
+  preview::PreviewConfig preview;
 };
 
 // What every route needs. Owned by ApiServer; handlers hold a reference.
@@ -43,6 +48,8 @@ struct ApiContext {
   const ApiOptions& options;
   // Keep-alive connections to agents, shared by every proxied request.
   agent_client::AgentConnectionPool& agent_connections;
+  // The preview proxy (its grants and links).
+  preview::PreviewGateway& previews;
 
   // Runs a blocking call on the pool and resumes on the caller's executor.
   template <class F>
@@ -61,6 +68,7 @@ http::Task<bool> Require(http::Exchange& ex, Scope needed);
 void AddAdminRoutes(http::Router& router, ApiContext& ctx);
 void AddWorkspaceRoutes(http::Router& router, ApiContext& ctx);
 void AddAgentRoutes(http::Router& router, ApiContext& ctx);
+void AddPreviewRoutes(http::Router& router, ApiContext& ctx);
 // network_routes.cc; blocking calls run on `pool`.
 void AddNetworkRoutes(http::Router& router, boost::asio::thread_pool& pool, network::WorkspaceNetworkApi& api);
 
@@ -70,19 +78,26 @@ class ApiServer {
             workspace::WorkspaceService& service, Authenticator& auth, ApiOptions options);
   ~ApiServer();
 
-  // Binds and serves; the bound endpoint (real port for port 0).
+  // Binds and serves; the bound endpoint (real port for port 0). Links to previews name this
+  // port unless a preview listener is bound (or the config names one).
   Result<Endpoint> Listen(const Endpoint& endpoint);
+  // A listener that serves previews alone (preview.listen); call after Listen.
+  Result<Endpoint> ListenPreviews(const Endpoint& endpoint);
   // Stops accepting and closes connections. Any thread.
   void Stop();
 
  private:
   http::Task<void> Handle(http::Exchange& ex);
 
+  boost::asio::io_context& io_;
   ApiOptions options_;
   agent_client::AgentConnectionPool agent_connections_;
+  preview::PreviewGrants preview_grants_;
+  preview::PreviewGateway previews_;
   ApiContext ctx_;
   http::Router router_;
   std::unique_ptr<http::Server> server_;
+  std::unique_ptr<http::Server> preview_server_;
 };
 
 }  // namespace berth::api

@@ -136,6 +136,26 @@ CREATE TABLE tenant_limits (
   disk_gib INTEGER CHECK (disk_gib >= 0)
 );
 )sql",
+      // 6: previews (controller/preview/): a grant to one port of one workspace, public or
+      // behind a token (hashed, like API keys), expiring, revocable, with its last use. Gone
+      // with its workspace.
+      R"sql(
+CREATE TABLE previews (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),
+  public INTEGER NOT NULL CHECK (public IN (0, 1)),
+  token_hash TEXT UNIQUE,             -- hex SHA-256 of the token; NULL for a public preview
+  created_by TEXT NOT NULL DEFAULT '',  -- the API key's id
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  last_used_at INTEGER,
+  revoked_at INTEGER,
+  CHECK ((public = 1) = (token_hash IS NULL))
+);
+CREATE INDEX previews_by_workspace ON previews (workspace_id, port);
+)sql",
   };
   return kMigrations;
 }

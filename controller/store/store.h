@@ -49,6 +49,20 @@ struct NewEvent {
   nlohmann::json data = nlohmann::json::object();
 };
 
+// A preview grant (controller/preview/): one port of one workspace, public or behind a token.
+struct Preview {
+  std::string id;
+  std::string tenant_id;
+  std::string workspace_id;
+  int port = 0;
+  bool is_public = false;
+  std::string created_by;  // the API key's id
+  int64_t created_at = 0;
+  int64_t expires_at = 0;
+  std::optional<int64_t> last_used_at;
+  std::optional<int64_t> revoked_at;
+};
+
 struct WorkspaceFilter {
   std::optional<workspace::State> state;
   std::vector<std::pair<std::string, std::string>> labels;  // all must match
@@ -106,6 +120,23 @@ class Store {
   // isolation gets one on its next boot). not_found for an unknown id, resource_exhausted when
   // the range is full.
   Result<int64_t> AssignNetworkUid(const std::string& id, int64_t first, int64_t count);
+
+  // --- previews (store_previews.cc) ---
+  // `token_hash` empty for a public preview.
+  Status InsertPreview(const Preview& preview, const std::string& token_hash);
+  // A workspace's previews, newest first, revoked ones included.
+  Result<std::vector<Preview>> ListPreviews(const std::string& tenant_id, const std::string& workspace_id);
+  Result<Preview> GetPreview(const std::string& tenant_id, const std::string& workspace_id,
+                             const std::string& id);
+  // The token's preview if it is not revoked (expiry is the caller's check); not_found
+  // otherwise.
+  Result<Preview> FindPreviewByTokenHash(const std::string& token_hash);
+  // The workspace's public previews of `port` that are not revoked.
+  Result<std::vector<Preview>> FindPublicPreviews(const std::string& workspace_id, int port);
+  // not_found when there is no such preview or it is revoked already.
+  Status RevokePreview(const std::string& tenant_id, const std::string& workspace_id,
+                       const std::string& id, int64_t now);
+  Status TouchPreview(const std::string& id, int64_t now);
 
   // --- idempotent creates ---
   Result<std::optional<std::string>> FindIdempotencyKey(const std::string& tenant_id,

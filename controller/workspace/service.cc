@@ -462,11 +462,13 @@ Task<Result<Workspace>> WorkspaceService::Delete(std::string tenant_id, std::str
   co_return co_await OnStrand(a, std::move(step));
 }
 
-Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::string id_or_name, bool woken) {
+Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::string id_or_name,
+                                                std::string woken_by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
-  auto step = [this, a, woken]() -> Result<Workspace> {
+  const bool woken = !woken_by.empty();
+  auto step = [this, a, woken, &woken_by]() -> Result<Workspace> {
     switch (a->record().state) {
       case State::kRunning:
       case State::kStarting:
@@ -481,7 +483,7 @@ Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::stri
     }
     auto transition = [&] {
       return Transition(*a, State::kStarting, woken ? "woken" : "starting",
-                        woken ? "a request to its agent started it" : "");
+                        woken ? woken_by + " started it" : "");
     };
     if (auto s = AdmitStart(*a, transition); !s) return Fail(s.error());
     a->NoteActivity(Now());
@@ -643,7 +645,7 @@ Task<Result<agent_client::AgentLink>> WorkspaceService::Wake(std::string tenant_
           co_return Fail(ErrorCode::kUnavailable,
                          fmt::format("workspace '{}' stopped again while waking", ws.name));
         }
-        auto started = co_await Start(tenant_id, ws.id, true);
+        auto started = co_await Start(tenant_id, ws.id, "a request to its agent");
         if (!started) co_return Fail(started.error());
         woke = true;
         continue;
@@ -670,6 +672,37 @@ Task<Result<agent_client::AgentLink>> WorkspaceService::Wake(std::string tenant_
 }
 
 // --- in memory ----------------------------------------------------------------------------------
+
+std::vector<Workspace> WorkspaceService::FindAcrossTenants(const std::string& id_or_name) const {
+  std::vector<ActorPtr> found;
+  {
+    std::lock_guard lock(registry_mutex_);
+    if (auto it = actors_.find(id_or_name); it != actors_.end()) found.push_back(it->second);
+    for (const auto& [key, id] : by_name_) {
+      if (key.second != id_or_name) continue;
+      if (auto it = actors_.find(id); it != actors_.end()) found.push_back(it->second);
+    }
+  }
+  std::vector<Workspace> out;
+  for (const auto& a : found) out.push_back(a->Snapshot());
+  return out;
+}
+
+Status WorkspaceService::RecordEvent(const std::string& id, const std::string& type,
+                                     const std::string& message, const nlohmann::json& data) {
+  auto a = FindById(id);
+  if (!a) return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", id));
+  Workspace ws = a->Snapshot();
+  auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), type, message, data);
+  if (!added) return Fail(added.error());
+  spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, type, message.empty() ? "" : ": ", message);
+  Change change;
+  change.tenant_id = ws.tenant_id;
+  change.workspace_id = ws.id;
+  change.event = std::move(*added);
+  feed_.Publish(change);
+  return {};
+}
 
 Result<Workspace> WorkspaceService::Get(const std::string& tenant_id, const std::string& id_or_name) const {
   auto actor = Lookup(tenant_id, id_or_name);

@@ -144,8 +144,9 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
                                     std::string idempotency_key);
   Task<Result<Workspace>> Patch(std::string tenant_id, std::string id_or_name, nlohmann::json body);
   Task<Result<Workspace>> Delete(std::string tenant_id, std::string id_or_name);
-  // `woken`: a request to the agent started it (event "woken" instead of "starting").
-  Task<Result<Workspace>> Start(std::string tenant_id, std::string id_or_name, bool woken = false);
+  // `woken_by`: what started it when it is not an API call to start it ("a request to its
+  // agent", "a preview request"): event "woken" instead of "starting", saying so.
+  Task<Result<Workspace>> Start(std::string tenant_id, std::string id_or_name, std::string woken_by = {});
   Task<Result<Workspace>> Stop(std::string tenant_id, std::string id_or_name, bool force);
   Task<Result<Workspace>> Hibernate(std::string tenant_id, std::string id_or_name);
   Task<Result<Workspace>> Restart(std::string tenant_id, std::string id_or_name);
@@ -182,6 +183,9 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // A tenant's workspaces sorted by id, filtered, at most filter.limit of them.
   std::vector<Workspace> List(const std::string& tenant_id, const store::WorkspaceFilter& filter) const;
   AwakeInfo Awake(const std::string& id) const;
+  // Every tenant's workspaces whose id or name is `id_or_name`: a public preview's host names
+  // no tenant (controller/preview/). The caller decides which one, if any, it may serve.
+  std::vector<Workspace> FindAcrossTenants(const std::string& id_or_name) const;
   // API traffic to the workspace (counts as activity).
   void NoteActivity(const std::string& id);
   // An open stream (exec, tunnel, ...) keeps the workspace awake until the guard goes. The
@@ -205,6 +209,11 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   };
   // An empty guard when the workspace is unknown.
   StreamGuard OpenStream(const std::string& id, std::string kind);
+  // An event on the workspace's timeline (and its change feed) that no transition makes: a
+  // preview token's first use. not_found for an unknown workspace. Blocking (SQLite): call it
+  // off I/O threads.
+  Status RecordEvent(const std::string& id, const std::string& type, const std::string& message,
+                     const nlohmann::json& data);
   // Changes of one workspace, or of all of a tenant's (`workspace_id` empty).
   std::unique_ptr<Subscription> Subscribe(boost::asio::any_io_executor executor,
                                           std::string tenant_id, std::string workspace_id = {});
