@@ -132,10 +132,17 @@ function readLine(ms) {
 class PageLog {
   constructor(page) {
     this.consoleErrors = [];
+    this.ignoredErrors = [];
     this.websockets = [];  // {url, received, sent, closed, types}
     this.mainFrameNavigations = 0;
     page.on('console', (m) => {
-      if (m.type() === 'error') pushBounded(this.consoleErrors, clip(m.text()));
+      // "Failed to load resource" names no URL in its text: its location does.
+      const where = m.location() && m.location().url ? ` (${m.location().url})` : '';
+      if (m.type() !== 'error') return;
+      // The browser's own /favicon.ico request (a page without an icon link, such as a
+      // "waking" page) is not the app's error: listed apart, not counted.
+      const list = /\/favicon\.ico$/.test(where.slice(2, -1)) ? this.ignoredErrors : this.consoleErrors;
+      pushBounded(list, clip(`${m.text()}${where}`));
     });
     page.on('pageerror', (e) => pushBounded(this.consoleErrors, clip(`uncaught: ${e.message}`)));
     page.on('framenavigated', (f) => {
@@ -280,6 +287,7 @@ async function run(browser, args) {
   result.final_url = page.url();
   result.hmr_update_over_websocket = log.sawHmrUpdate();
   result.console_errors = log.consoleErrors;
+  result.ignored_console_errors = log.ignoredErrors;
   result.websockets = log.websockets;
 
   const problems = [];
