@@ -232,7 +232,7 @@ def run_browser(url, edit, marker_old=MARKER_OLD, marker_new=None, load_timeout=
             proc.wait()
 
 
-def check_hmr(api, ws, url, app=GUEST_APP, **kwargs):
+def check_hmr(api, ws, url, app=GUEST_APP, user=GUEST_USER, **kwargs):
     """The whole browser check on a preview URL of the dev server in ws: the outcome of
-    run_browser with the edit made through berthd's files API."""
-    return run_browser(url, lambda marker: edit_css_through_api(api, ws, marker, app), **kwargs)
+    run_browser (kwargs are its own) with the edit made through berthd's files API."""
+    return run_browser(url, lambda marker: edit_css_through_api(api, ws, marker, app, user), **kwargs)
