@@ -73,6 +73,27 @@ def wait_port_closed(api, ws, port, timeout_s=30):
     raise Failure(f"port {port} still listens {timeout_s} s after the dev server was stopped")
 
 
+def stop(api, ws, berthd):
+    """Deletes the workspace (which stops its agent: berthd leaves agents running otherwise)
+    and stops berthd; its exit status. Safe to call twice."""
+    if api and ws and berthd.poll() is None:
+        status, _ = api.call("DELETE", f"/v1/workspaces/{ws}")
+        deadline = time.monotonic() + 30
+        while status < 400 and time.monotonic() < deadline:
+            status, _ = api.call("GET", f"/v1/workspaces/{ws}")
+            time.sleep(0.2)
+    if berthd is None:
+        return None
+    if berthd.poll() is None:
+        berthd.terminate()
+        try:
+            berthd.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            berthd.kill()
+            berthd.wait()
+    return berthd.returncode
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="vite-preview-api-")
     data = os.path.join(tmp, "data")
@@ -109,22 +130,15 @@ def main():
         except Failure as e:
             check("exited" in str(e) and "vite" in str(e), f"the failure does not say why: {e}")
             log(f"a broken app fails at once: {str(e).splitlines()[0]}")
+        # Under ASan (build-asan/) a leak or a report makes berthd's exit status non-zero.
+        check(stop(api, ws, berthd) == 0, f"berthd exited with {berthd.returncode} (see its log)")
         print(f"PASS {T}")
         return 0
     except (Failure, OSError, subprocess.SubprocessError, npm_cache.NpmCacheError, KeyError, ValueError) as e:
         print(f"FAIL {T}: {e}")
         return 1
     finally:
-        if api and ws:
-            # Deleting the workspace stops its agent; berthd leaves agents running otherwise.
-            status, _ = api.call("DELETE", f"/v1/workspaces/{ws}")
-            deadline = time.monotonic() + 30
-            while status < 400 and time.monotonic() < deadline:
-                status, _ = api.call("GET", f"/v1/workspaces/{ws}")
-                time.sleep(0.2)
-        if berthd and berthd.poll() is None:
-            berthd.terminate()
-            berthd.wait(timeout=30)
+        stop(api, ws, berthd)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
