@@ -203,10 +203,12 @@ def run_browser(url, edit, marker_old=MARKER_OLD, marker_new=None, load_timeout=
     threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True).start()
     lines = _Lines(proc.stdout)
     try:
-        # The browser's start (a few seconds) and the page's load.
-        first = lines.get(timeout=load_timeout + 60)
+        # The browser's start (a few seconds), then the driver's two waits of load_timeout each
+        # (the navigation, then the marker).
+        ready_wait = 2 * load_timeout + 60
+        first = lines.get(timeout=ready_wait)
         if first is None:
-            raise Failure(f"preview_hmr.mjs said nothing within {load_timeout + 60} s: {''.join(errors)[-2000:]}")
+            raise Failure(f"preview_hmr.mjs said nothing within {ready_wait} s: {''.join(errors)[-2000:]}")
         ready = json.loads(first)
         if not ready.get("ready"):
             proc.wait(timeout=30)

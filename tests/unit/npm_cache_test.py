@@ -12,6 +12,7 @@ import tarfile
 import tempfile
 import threading
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import npm_cache  # noqa: E402
 
