@@ -1,0 +1,15 @@
+# The browser half of the preview e2e test (issue 13) on the host: the stock Vite app with its
+# cached node_modules (tests/support/npm_cache.py; registry.npmjs.org the first time only),
+# tests/browser/preview_hmr.mjs on Debian's Chromium, positive and negative cases, a stand-in
+# for berthd's preview front. About 40 s; no VM, no berthd.
+add_test(NAME integration_preview_browser
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/preview_browser_test.py)
+set_tests_properties(integration_preview_browser PROPERTIES TIMEOUT 300 LABELS integration)
+
+# tests/support/vite_preview.py against the real berthd API, berthd on --transport unix (a
+# host berth-agent per workspace, no VM): upload, npm run dev, ports, HMR through the files
+# API, stop. About 10 s.
+add_test(NAME integration_vite_preview_api
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/vite_preview_api_test.py)
+set_tests_properties(integration_vite_preview_api PROPERTIES TIMEOUT 300 LABELS integration
+  ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
