@@ -58,7 +58,8 @@ void AddAgentRoutes(http::Router& router, ApiContext& ctx) {
     Scope scope;
     const char* kind;
   };
-  // GETs that act (a session, a tunnel) need a write key like any other action.
+  // GETs that act (a session, a tunnel) need a write key like any other action. GET …/ports is
+  // preview_routes.cc's: it adds each port's preview address to the agent's list.
   const Route routes[] = {
       {verb::post, "exec", Scope::kWrite, "exec"},
       {verb::get, "exec/ws", Scope::kWrite, "session"},
@@ -70,7 +71,6 @@ void AddAgentRoutes(http::Router& router, ApiContext& ctx) {
       {verb::put, "files/{*rest}", Scope::kWrite, "files"},
       {verb::post, "files/{*rest}", Scope::kWrite, "files"},
       {verb::delete_, "files/{*rest}", Scope::kWrite, "files"},
-      {verb::get, "ports", Scope::kRead, "ports"},
       {verb::get, "tunnel", Scope::kWrite, "tunnel"},
       {verb::get, "activity", Scope::kRead, "activity"},
       {verb::get, "info", Scope::kRead, "info"},

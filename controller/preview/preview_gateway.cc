@@ -17,6 +17,9 @@ namespace bhttp = http::bhttp;
 using workspace::State;
 using workspace::Workspace;
 
+// Every workspace name berthd accepts has a preview host for every port.
+static_assert(workspace::kMaxWorkspaceName == kMaxPreviewableName);
+
 namespace {
 
 // Tokens looked at per request, whatever a client piles into its cookies.

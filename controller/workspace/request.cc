@@ -86,7 +86,7 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     return Fail(Invalid("'name' is required (a string)"));
   }
   r.name = body["name"].get<std::string>();
-  if (auto s = ValidateName(r.name); !s) return Fail(s.error());
+  if (auto s = ValidateWorkspaceName(r.name); !s) return Fail(s.error());
   if (body.contains("image")) {
     if (!body["image"].is_string()) return Fail(Invalid("'image' must be a string"));
     r.image = body["image"].get<std::string>();
@@ -197,7 +197,7 @@ Status ApplyPatch(const json& body, Workspace& ws) {
     } else if (k == "name") {
       if (!v.is_string()) return Fail(Invalid("'name' must be a string"));
       out.name = v.get<std::string>();
-      if (auto s = ValidateName(out.name); !s) return s;
+      if (auto s = ValidateWorkspaceName(out.name); !s) return s;
     } else if (k == "labels") {
       if (auto s = ValidateLabels(v); !s) return s;
       out.labels = v;

@@ -1,5 +1,7 @@
 #include "controller/workspace/workspace.h"
 
+#include <fmt/format.h>
+
 #include <array>
 
 namespace berth::workspace {
@@ -51,9 +53,9 @@ std::optional<Size> SizeByName(std::string_view name) {
   return std::nullopt;
 }
 
-Status ValidateName(std::string_view name) {
-  if (name.empty() || name.size() > 63) {
-    return Fail(ErrorCode::kInvalidArgument, "name must be 1 to 63 characters");
+Status ValidateName(std::string_view name, size_t max) {
+  if (name.empty() || name.size() > max) {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("name must be 1 to {} characters", max));
   }
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';

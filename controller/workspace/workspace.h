@@ -76,8 +76,13 @@ struct Workspace {
   std::string DomainName() const { return "berth-" + id; }
 };
 
-// Names: 1–63 characters of [a-z0-9-], starting with a letter or digit (they become
-// hostnames and preview subdomains).
-Status ValidateName(std::string_view name);
+// Names become hostnames and preview subdomains.
+// A name of 1 to `max` characters (a DNS label's, 63, for tenants), lowercase letters,
+// digits and '-', not starting or ending with '-'.
+Status ValidateName(std::string_view name, size_t max = 63);
+// A workspace's name: ValidateName, and short enough that `{port}-{name}` is one DNS label for
+// every port (57), so every workspace has a working preview host (controller/preview/).
+inline constexpr size_t kMaxWorkspaceName = 57;
+inline Status ValidateWorkspaceName(std::string_view name) { return ValidateName(name, kMaxWorkspaceName); }
 
 }  // namespace berth::workspace

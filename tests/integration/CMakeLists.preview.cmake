@@ -13,3 +13,11 @@ add_test(NAME integration_vite_preview_api
          COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/vite_preview_api_test.py)
 set_tests_properties(integration_vite_preview_api PROPERTIES TIMEOUT 300 LABELS integration
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
+
+# berthd's preview proxy in-process (unix transport: host agents), an app on the host's
+# loopback: access, what the app sees, streaming, WebSocket, hostile hosts, smuggling, wake.
+berth_add_test(integration_berthd_preview SOURCES integration/berthd_preview_test.cc
+               LIBS berth_test_berthd LABELS integration)
+set_tests_properties(integration_berthd_preview PROPERTIES
+                     ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
+add_dependencies(integration_berthd_preview berth-agent)

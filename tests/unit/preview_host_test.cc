@@ -1,0 +1,103 @@
+// Preview hosts are parsed once, strictly: what the Host names is what is authorised and
+// forwarded (controller/preview/preview_host.h).
+#include <catch2/catch.hpp>
+
+#include "controller/preview/preview_config.h"
+#include "controller/preview/preview_host.h"
+
+namespace berth::preview {
+namespace {
+
+constexpr std::string_view kDomain = "preview.localhost";
+
+}  // namespace
+
+TEST_CASE("preview host: {port}-{workspace} under the domain names that port and workspace", "[preview]") {
+  auto a = ParsePreviewHost("5173-myapp.preview.localhost:8420", kDomain);
+  REQUIRE(a);
+  REQUIRE(a->has_value());
+  CHECK(**a == PreviewAddress{5173, "myapp"});
+  auto b = ParsePreviewHost("3000-ws_0123456789abcdef.preview.localhost", kDomain);
+  REQUIRE(b);
+  REQUIRE(b->has_value());
+  CHECK(**b == PreviewAddress{3000, "ws_0123456789abcdef"});
+  // Names compare case-insensitively: the workspace is looked up lowercase.
+  auto c = ParsePreviewHost("8080-My-App.PREVIEW.Localhost", kDomain);
+  REQUIRE(c);
+  REQUIRE(c->has_value());
+  CHECK(**c == PreviewAddress{8080, "my-app"});
+  auto d = ParsePreviewHost("1-a.preview.localhost", kDomain);
+  REQUIRE((d && d->has_value()));
+  CHECK((*d)->port == 1);
+  auto e = ParsePreviewHost("65535-a.preview.localhost", kDomain);
+  REQUIRE((e && e->has_value()));
+  CHECK((*e)->port == 65535);
+}
+
+TEST_CASE("preview host: a host outside the domain is the API's, not a preview", "[preview]") {
+  for (std::string_view host : {"127.0.0.1:8420", "localhost:8420", "", "[::1]:8420", "berth.example.com",
+                                "preview.localhost.evil.com", "xpreview.localhost", "5173-a.preview.localhostx"}) {
+    INFO(host);
+    auto r = ParsePreviewHost(host, kDomain);
+    REQUIRE(r);
+    CHECK_FALSE(r->has_value());
+  }
+}
+
+TEST_CASE("preview host: hostile forms under the domain are refused, never normalised", "[preview]") {
+  for (std::string_view host : {
+           "0080-a.preview.localhost",        // leading zero
+           "+80-a.preview.localhost",         // sign
+           "80 -a.preview.localhost",         // space
+           " 80-a.preview.localhost",         // leading space
+           "0-a.preview.localhost",           // port 0
+           "65536-a.preview.localhost",       // out of range
+           "123456-a.preview.localhost",      // too many digits
+           "99999999999999999999-a.preview.localhost",
+           "80-a.preview.localhost.",         // trailing dot
+           "80-a.preview.localhost.:8420",
+           "x.80-a.preview.localhost",        // a second label
+           "80.a.preview.localhost",
+           "-a.preview.localhost",            // no port
+           "80-.preview.localhost",           // no workspace
+           "80-a_b.preview.localhost",        // '_' outside an id
+           "80-ws_xyz.preview.localhost",     // not an id's hex
+           "80--a.preview.localhost",         // a name starting with '-'
+           "80-a-.preview.localhost",
+           "80-a%2eb.preview.localhost",
+           "preview.localhost",               // the domain itself
+           ".preview.localhost",
+           "80-a.preview.localhost:x80",      // a port that is no number
+           "80-a.preview.localhost:",
+       }) {
+    INFO(host);
+    auto r = ParsePreviewHost(host, kDomain);
+    CHECK_FALSE(r);
+    if (!r) CHECK(r.error().code == ErrorCode::kInvalidArgument);
+  }
+  std::string huge = "80-" + std::string(61, 'a') + ".preview.localhost";  // a 64-character label
+  CHECK_FALSE(ParsePreviewHost(huge, kDomain));
+  std::string longest = "80-" + std::string(60, 'a') + ".preview.localhost";
+  CHECK(ParsePreviewHost(longest, kDomain));
+}
+
+TEST_CASE("preview host: every name berthd accepts has a label for every port", "[preview]") {
+  std::string name(kMaxPreviewableName, 'a');
+  auto label = PreviewLabel(65535, name);
+  REQUIRE(label);
+  CHECK(label->size() == 63);
+  CHECK_FALSE(PreviewLabel(65535, name + "a"));
+  CHECK_FALSE(PreviewLabel(0, "a"));
+}
+
+TEST_CASE("preview config: the domain and durations are checked", "[preview]") {
+  CHECK(ParsePreviewConfig(nlohmann::json::parse(R"({"domain":"preview.example.com","default_ttl":"2h"})")));
+  CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"domain":"Preview.Example.com"})")));
+  CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"domain":".example.com"})")));
+  CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"domain":"a..b"})")));
+  CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"scheme":"ftp"})")));
+  CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"default_ttl":"40d"})")));  // over max_ttl
+  CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"colour":"blue"})")));
+}
+
+}  // namespace berth::preview
