@@ -301,6 +301,7 @@ Status Daemon::Start() {
                                                            std::move(*transport), std::move(sopt));
   if (auto s = service_->Run(); !s) return s;
 
+  previews_ = std::make_unique<preview::PreviewService>(config_.preview, *store_, UnixNow);
   // The API's blocking calls are short SQLite reads (auth misses, events, usage): a few threads.
   pool_ = std::make_unique<boost::asio::thread_pool>(4);
   mcp_pool_ = std::make_unique<boost::asio::thread_pool>(8);
@@ -315,7 +316,7 @@ Status Daemon::Start() {
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   api::ApiOptions aopt;
   aopt.network = service_.get();
-  aopt.preview = config_.preview;
+  aopt.previews = previews_.get();
   aopt.server.max_connections = static_cast<size_t>(config_.max_connections);
   aopt.server.max_connections_per_source = static_cast<size_t>(config_.max_connections_per_source);
   aopt.server.max_connections_per_key = static_cast<size_t>(config_.max_connections_per_key);

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "controller/network/network_config.h"
 #include "controller/preview/preview_config.h"
+#include "controller/preview/preview_service.h"
 #include "controller/workspace/host_disk.h"
 #include "controller/workspace/quota.h"
 
@@ -111,6 +112,8 @@ class Daemon {
   std::unique_ptr<network::NetworkManager> network_;
   std::unique_ptr<workspace::WorkspaceService> service_;
   std::unique_ptr<api::Authenticator> auth_;
+  // Preview grants and links: the API's routes, the gateway and MCP's in-process backend.
+  std::unique_ptr<preview::PreviewService> previews_;
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::thread_pool> pool_;
   // MCP tool calls block a thread for as long as they run (an exec for up to an hour): a pool

@@ -42,15 +42,13 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
                      Authenticator& auth, ApiOptions options)
     : io_(io),
       options_(std::move(options)),
-      preview_grants_(store, UnixNow),
-      previews_(options_.preview,
-                preview::GatewayDeps{pool, service, preview_grants_, agent_connections_, options_.proxy,
+      previews_(preview::GatewayDeps{pool, service, *options_.previews, agent_connections_, options_.proxy,
                                      [&auth](const std::string& authorization) -> Result<std::string> {
                                        auto principal = auth.Authenticate(authorization);
                                        if (!principal) return Fail(principal.error());
                                        return principal->tenant_id;
                                      }}),
-      ctx_{pool, store, service, auth, options_, agent_connections_, previews_} {
+      ctx_{pool, store, service, auth, options_, agent_connections_, *options_.previews} {
   // What runs the guests is no secret, and operators and tests want to see it at a glance.
   router_.Add(verb::get, "/v1/health", [this](http::Exchange& ex) -> http::Task<void> {
     v1::Health health;
@@ -76,7 +74,7 @@ ApiServer::~ApiServer() { Stop(); }
 
 Result<Endpoint> ApiServer::Listen(const Endpoint& endpoint) {
   auto bound = server_->Listen(endpoint);
-  if (bound && !preview_server_) previews_.SetListenerPort(bound->port);
+  if (bound && !preview_server_) options_.previews->SetListenerPort(bound->port);
   return bound;
 }
 
@@ -86,7 +84,7 @@ Result<Endpoint> ApiServer::ListenPreviews(const Endpoint& endpoint) {
         io_, options_.server, [this](http::Exchange& ex) { return previews_.ServeOnly(ex); });
   }
   auto bound = preview_server_->Listen(endpoint);
-  if (bound) previews_.SetListenerPort(bound->port);
+  if (bound) options_.previews->SetListenerPort(bound->port);
   return bound;
 }
 

@@ -17,9 +17,8 @@
 #include "controller/agent_client/agent_proxy.h"
 #include "controller/api/auth.h"
 #include "controller/network/network_api.h"
-#include "controller/preview/preview_config.h"
 #include "controller/preview/preview_gateway.h"
-#include "controller/preview/preview_grants.h"
+#include "controller/preview/preview_service.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
 
@@ -35,8 +34,9 @@ struct ApiOptions {
   // GET|PATCH /v1/workspaces/{ws}/network, mounted when set (the workspace service implements
   // it; it must outlive the server).
   network::WorkspaceNetworkApi* network = nullptr;
-  // Previews: served on every listener, routed by Host, and on ListenPreviews's.
-  preview::PreviewConfig preview;
+  // Previews: served on every listener, routed by Host, and on ListenPreviews's. Required; it
+  // must outlive the server.
+  preview::PreviewService* previews = nullptr;
 };
 
 // What every route needs. Owned by ApiServer; handlers hold a reference.
@@ -48,8 +48,8 @@ struct ApiContext {
   const ApiOptions& options;
   // Keep-alive connections to agents, shared by every proxied request.
   agent_client::AgentConnectionPool& agent_connections;
-  // The preview proxy (its grants and links).
-  preview::PreviewGateway& previews;
+  // Preview grants and their links.
+  preview::PreviewService& previews;
 
   // Runs a blocking call on the pool and resumes on the caller's executor.
   template <class F>
@@ -92,7 +92,6 @@ class ApiServer {
   boost::asio::io_context& io_;
   ApiOptions options_;
   agent_client::AgentConnectionPool agent_connections_;
-  preview::PreviewGrants preview_grants_;
   preview::PreviewGateway previews_;
   ApiContext ctx_;
   http::Router router_;

@@ -17,23 +17,6 @@ using http::bhttp::verb;
 // How long GET …/ports waits for the agent's answer (it reads /proc: a moment).
 constexpr std::chrono::seconds kPortsDeadline{15};
 
-v1::Preview Present(ApiContext& ctx, const store::Preview& p, const workspace::Workspace& ws) {
-  v1::Preview out;
-  out.id = p.id;
-  out.workspace_id = p.workspace_id;
-  out.port = static_cast<uint16_t>(p.port);
-  out.is_public = p.is_public;
-  int64_t now = ctx.previews.grants().Now();
-  out.status = p.revoked_at ? "revoked" : p.expires_at <= now ? "expired" : "active";
-  // The name reads better in a link; the id when the name has no preview host.
-  out.url = ctx.previews.Url(out.port, ws.name).value_or(ctx.previews.Url(out.port, ws.id).value_or(""));
-  out.created_at = p.created_at;
-  out.expires_at = p.expires_at;
-  out.last_used_at = p.last_used_at;
-  out.revoked_at = p.revoked_at;
-  return out;
-}
-
 http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kWrite)) co_return;
   auto principal = PrincipalOf(ex);
@@ -52,29 +35,12 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(request.error());
     co_return;
   }
-  const auto& config = ctx.previews.config();
-  auto ttl = request->expires_in_s ? std::chrono::seconds(*request->expires_in_s) : config.default_ttl;
-  if (ttl > config.max_ttl || ttl.count() < 60) {
-    Error error(ErrorCode::kInvalidArgument,
-                fmt::format("'expires_in' must be between 60 s and {} s (this berthd's preview.max_ttl)",
-                            config.max_ttl.count()));
-    co_await ex.SendError(error);
-    co_return;
-  }
-  auto made = co_await ctx.Blocking([&] {
-    return ctx.previews.grants().Create(ws->tenant_id, ws->id, request->port, request->is_public, ttl,
-                                        principal.key_id);
-  });
+  auto made = co_await ctx.Blocking([&] { return ctx.previews.Create(*ws, *request, principal.key_id); });
   if (!made) {
     co_await ex.SendError(made.error());
     co_return;
   }
-  auto out = Present(ctx, made->record, *ws);
-  if (!made->token.empty()) {
-    out.token = made->token;
-    out.link = fmt::format("{}?berth_preview_token={}", out.url, made->token);
-  }
-  auto json = v1::ToJson(out);
+  auto json = v1::ToJson(*made);
   co_await ex.SendJson(status::created, json);
 }
 
@@ -85,14 +51,12 @@ http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(ws.error());
     co_return;
   }
-  auto rows = co_await ctx.Blocking([&] { return ctx.store.ListPreviews(ws->tenant_id, ws->id); });
-  if (!rows) {
-    co_await ex.SendError(rows.error());
+  auto listed = co_await ctx.Blocking([&] { return ctx.previews.List(*ws); });
+  if (!listed) {
+    co_await ex.SendError(listed.error());
     co_return;
   }
-  std::vector<v1::Preview> out;
-  for (const auto& p : *rows) out.push_back(Present(ctx, p, *ws));
-  auto json = v1::PreviewListJson(out);
+  auto json = v1::PreviewListJson(*listed);
   co_await ex.SendJson(status::ok, json);
 }
 
@@ -105,15 +69,12 @@ http::Task<void> Revoke(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   std::string id(ex.param("id"));
-  auto revoked = co_await ctx.Blocking([&]() -> Result<store::Preview> {
-    if (auto s = ctx.previews.grants().Revoke(ws->tenant_id, ws->id, id); !s) return Fail(s.error());
-    return ctx.store.GetPreview(ws->tenant_id, ws->id, id);
-  });
+  auto revoked = co_await ctx.Blocking([&] { return ctx.previews.Revoke(*ws, id); });
   if (!revoked) {
     co_await ex.SendError(revoked.error());
     co_return;
   }
-  auto json = v1::ToJson(Present(ctx, *revoked, *ws));
+  auto json = v1::ToJson(*revoked);
   co_await ex.SendJson(status::ok, json);
 }
 

@@ -47,18 +47,7 @@ struct PreviewGateway::Access {
   bool token_from_query = false;
 };
 
-PreviewGateway::PreviewGateway(PreviewConfig config, GatewayDeps deps)
-    : config_(std::move(config)), deps_(std::move(deps)) {}
-
-std::optional<std::string> PreviewGateway::Url(uint16_t port, std::string_view workspace) const {
-  auto label = PreviewLabel(port, workspace);
-  if (!label) return std::nullopt;
-  int url_port = config_.url_port != 0 ? config_.url_port : listener_port_.load();
-  bool default_port = url_port == 0 || (config_.scheme == "http" && url_port == 80) ||
-                      (config_.scheme == "https" && url_port == 443);
-  return fmt::format("{}://{}.{}{}/", config_.scheme, *label, config_.domain,
-                     default_port ? "" : fmt::format(":{}", url_port));
-}
+PreviewGateway::PreviewGateway(GatewayDeps deps) : config_(deps.previews.config()), deps_(std::move(deps)) {}
 
 http::Task<bool> PreviewGateway::Serve(http::Exchange& ex) {
   auto parsed = ParsePreviewHost(ex.header(bhttp::field::host), config_.domain);
@@ -89,7 +78,7 @@ Result<PreviewGateway::Access> PreviewGateway::Authorize(const PreviewAddress& a
                                                          const std::string& authorization) {
   std::optional<Error> denied;  // a credential that is valid, but for something else
   for (size_t i = 0; i < tokens.size(); ++i) {
-    auto grant = deps_.grants.ByToken(tokens[i]);
+    auto grant = deps_.previews.grants().ByToken(tokens[i]);
     if (!grant) {
       if (grant.error().code != ErrorCode::kUnauthenticated) return Fail(grant.error());
       if (!denied) denied = grant.error();
@@ -124,7 +113,7 @@ Result<PreviewGateway::Access> PreviewGateway::Authorize(const PreviewAddress& a
   }
   std::vector<Access> open;
   for (auto& ws : deps_.service.FindAcrossTenants(address.workspace)) {
-    auto grant = deps_.grants.Public(ws.id, address.port);
+    auto grant = deps_.previews.grants().Public(ws.id, address.port);
     if (!grant) return Fail(grant.error());
     if (!*grant) continue;
     Access a;
@@ -201,7 +190,7 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
     page.title = "Opening the preview";
     page.message = "Opening the preview.";
     page.headers.emplace_back("Location", taken.target);
-    int64_t left = access->grant->expires_at - deps_.grants.Now();
+    int64_t left = access->grant->expires_at - deps_.previews.grants().Now();
     page.headers.emplace_back("Set-Cookie", BerthCookie(TokenCookieName(https), access->token, left, https));
     co_await SendPage(ex, std::move(page));
     co_return;
@@ -227,7 +216,7 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
     auto& grant = *access->grant;
     const bool by_token = access->via == Access::Via::kToken;
     auto noted = [&] {
-      if (deps_.grants.NoteUse(grant) && by_token) {
+      if (deps_.previews.grants().NoteUse(grant) && by_token) {
         nlohmann::json data = {{"preview_id", grant.id}, {"port", grant.port}};
         auto recorded = deps_.service.RecordEvent(
             grant.workspace_id, "preview_token_used",
@@ -323,7 +312,7 @@ http::Task<void> PreviewGateway::NotListening(http::Exchange& ex, const PreviewA
   if (listed) {
     for (const auto& p : *listed) {
       if (p.port == address.port) continue;
-      auto url = Url(p.port, address.workspace);
+      auto url = deps_.previews.Url(p.port, address.workspace);
       std::string who = p.process ? fmt::format(" ({})", *p.process) : "";
       items += url ? fmt::format("<li><a href=\"{}\">port {}</a>{}</li>", Html(*url), p.port, Html(who))
                    : fmt::format("<li>port {}{}</li>", p.port, Html(who));

@@ -36,8 +36,8 @@
 #include "controller/agent_client/agent_connector.h"
 #include "controller/agent_client/proxy_options.h"
 #include "controller/preview/preview_config.h"
-#include "controller/preview/preview_grants.h"
 #include "controller/preview/preview_host.h"
+#include "controller/preview/preview_service.h"
 #include "controller/workspace/service.h"
 
 namespace berth::preview {
@@ -46,7 +46,7 @@ namespace berth::preview {
 struct GatewayDeps {
   boost::asio::thread_pool& pool;  // blocking calls (the store)
   workspace::WorkspaceService& service;
-  PreviewGrants& grants;
+  PreviewService& previews;  // the grants, the config and the links
   agent_client::AgentConnectionPool& connections;
   const agent_client::ProxyOptions& proxy;
   // The tenant of the API key in an Authorization header; an error when it is no valid key.
@@ -56,23 +56,13 @@ struct GatewayDeps {
 
 class PreviewGateway {
  public:
-  PreviewGateway(PreviewConfig config, GatewayDeps deps);
+  explicit PreviewGateway(GatewayDeps deps);
 
   // Answers `ex` when its Host is a preview host (true), malformed ones included; false when it
   // is not one (the caller serves its API). On the connection's strand (a handler).
   http::Task<bool> Serve(http::Exchange& ex);
   // For a listener of previews alone: any other Host is a 404.
   http::Task<void> ServeOnly(http::Exchange& ex);
-
-  // The link to a port of a workspace (its id or name), or nullopt when it has no preview host
-  // (a name too long for a DNS label). Any thread.
-  std::optional<std::string> Url(uint16_t port, std::string_view workspace) const;
-  // The port links name when the config does not say (the listener previews are served on).
-  // Any thread.
-  void SetListenerPort(uint16_t port) { listener_port_.store(port); }
-
-  const PreviewConfig& config() const { return config_; }
-  PreviewGrants& grants() { return deps_.grants; }
 
  private:
   struct Access;
@@ -85,9 +75,8 @@ class PreviewGateway {
   http::Task<void> NotListening(http::Exchange& ex, const PreviewAddress& address,
                                 const agent_client::AgentLink& link, const Error& error);
 
-  PreviewConfig config_;
+  const PreviewConfig& config_;
   GatewayDeps deps_;
-  std::atomic<uint16_t> listener_port_{0};
 };
 
 }  // namespace berth::preview
