@@ -7,7 +7,10 @@ Node). Proves the helpers' assumptions about the API hold:
   - upload_app: the app and the cached node_modules tarball land through PUT ?archive=tar
     (symlinks in node_modules/.bin included: npm run dev finds vite)
   - start_dev_server: npm run dev as a background process; GET …/ports shows the port
-  - check_hmr: the CSS edit made through GET/PUT …/files reaches the page by HMR
+  - check_hmr: the CSS edit made through GET/PUT …/files reaches the page by HMR, straight
+    from the dev server and then through berthd's preview proxy on a custom preview domain
+    (Chromium maps it to loopback): the private link's token becomes a cookie and leaves the
+    address, Vite accepts the requests and its HMR WebSocket through the proxy
   - stop_dev_server: the server is gone from GET …/ports
   - a dev server that cannot start (no node_modules) fails at once with its output
 
@@ -15,6 +18,7 @@ Needs the berthd and berth-agent binaries (BERTHD_BIN, BERTH_AGENT_BIN), qemu-im
 chromium and tests/browser's packages. Exit 0 PASS, 1 FAIL.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -51,8 +55,15 @@ def stand_in_image(data):
     os.symlink("v1", os.path.join(data, "images", "base", "current"))
 
 
+PREVIEW_DOMAIN = "preview.example.com"  # not *.localhost: Vite refuses such a Host unless berthd rewrites it
+
+
 def start_berthd(data, logf):
-    proc = subprocess.Popen([BERTHD, "--listen", "127.0.0.1:0", "--data", data, "--libvirt-uri", "test:///default",
+    config = os.path.join(data, "config.json")
+    with open(config, "w") as f:
+        json.dump({"preview": {"domain": PREVIEW_DOMAIN}}, f)
+    proc = subprocess.Popen([BERTHD, "--config", config, "--listen", "127.0.0.1:0", "--data", data,
+                             "--libvirt-uri", "test:///default",
                              "--transport", "unix", "--agent-bin", AGENT, "--agent-user", USER],
                             stdout=logf, stderr=logf)
     addr, key = os.path.join(data, "listen.addr"), os.path.join(data, "admin.key")
@@ -120,6 +131,19 @@ def main():
         check(outcome["ok"] and outcome["exit_code"] == 0, f"HMR through the files API: {outcome}")
         check("hmr update /src/style.css" in vite_preview.process_output(api, ws, vite_preview.DEV_TAG),
               "Vite did not log the HMR update")
+
+        # Through berthd's preview proxy, by the private link a person would be handed.
+        grant = api.ok("POST", f"/v1/workspaces/{ws}/previews", {"port": port})
+        check(grant["url"].startswith(f"http://{port}-vite.{PREVIEW_DOMAIN}:"), f"preview url: {grant}")
+        outcome = vite_preview.check_hmr(api, ws, grant["link"], app=app, user=USER, hmr_timeout=30,
+                                         extra_args=["--map-to-loopback", f"*.{PREVIEW_DOMAIN}"])
+        check(outcome["ok"] and outcome["exit_code"] == 0, f"HMR through the preview proxy: {outcome}")
+        final = outcome["ready_line"]["final_url"]
+        check(final == grant["url"], f"the address bar shows {final}, not the clean {grant['url']}")
+        sockets = [w.get("url", "") for w in outcome.get("websockets", [])]
+        check(any(u.startswith(f"ws://{port}-vite.{PREVIEW_DOMAIN}:") for u in sockets),
+              f"the HMR WebSocket did not go through the preview: {sockets}")
+        log(f"HMR through the preview proxy: {final}")
 
         vite_preview.stop_dev_server(api, ws)
         wait_port_closed(api, ws, port)
