@@ -1,25 +1,12 @@
 #include <fmt/format.h>
 
+#include "common/markup.h"
 #include "controller/hypervisor/domain_spec.h"
 
 namespace berth::hypervisor {
 namespace {
 
-std::string Escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\'': out += "&apos;"; break;
-      case '"': out += "&quot;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
+std::string Escape(std::string_view text) { return EscapeMarkup(text); }
 
 }  // namespace
 

@@ -98,7 +98,9 @@ Result<PreviewGateway::Access> PreviewGateway::Authorize(const PreviewAddress& a
                    fmt::format("this preview link opens port {} of workspace '{}', not port {} of '{}'",
                                grant->port, ws->name, address.port, address.workspace));
   }
-  if (!authorization.empty()) {
+  // Only a Berth key is looked up: an app's own Basic or Bearer credentials cost no store read.
+  std::string_view bearer(authorization);
+  if (bearer.starts_with("Bearer bk_") || bearer.starts_with("bearer bk_")) {
     auto tenant = deps_.key_tenant(authorization);
     if (tenant) {
       auto ws = deps_.service.Get(*tenant, address.workspace);

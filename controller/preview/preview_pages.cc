@@ -3,26 +3,13 @@
 #include <fmt/format.h>
 
 #include "common/json.h"
+#include "common/markup.h"
 
 namespace berth::preview {
 
 namespace bhttp = http::bhttp;
 
-std::string Html(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string Html(std::string_view text) { return EscapeMarkup(text); }
 
 bool WantsHtml(const http::Exchange& ex) {
   return ex.header(bhttp::field::accept).find("text/html") != std::string_view::npos;
@@ -39,10 +26,11 @@ http::Task<void> SendPage(http::Exchange& ex, Page page) {
     std::string body = page.html.empty() ? fmt::format("<p>{}</p>", Html(page.message)) : page.html;
     res.set(bhttp::field::content_type, "text/html; charset=utf-8");
     // No script, no outside resource: the page works under any CSP and loads nothing.
-    res.set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'");
+    res.set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:");
     res.body() = fmt::format(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{}"
-        "<meta name=\"viewport\" content=\"width=device-width\"><title>{}</title>"
+        "<meta name=\"viewport\" content=\"width=device-width\"><link rel=\"icon\" href=\"data:,\">"
+        "<title>{}</title>"
         "<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em;"
         "color:#222}}h1{{font-size:1.3em}}code{{background:#f3f3f3;padding:0 .2em}}"
         "a.button{{display:inline-block;padding:.5em 1em;background:#1d4ed8;color:#fff;"

@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "tests/support/request_text.h"
+
 #include "controller/agent_client/response_relay.h"
 #include "controller/preview/preview_grants.h"
 #include "controller/preview/preview_request.h"
@@ -17,23 +19,8 @@ namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
 using agent_client::BodyFraming;
 
-std::string Head(std::initializer_list<std::string_view> lines) {
-  std::string out;
-  for (auto line : lines) {
-    out += line;
-    out += "\r\n";
-  }
-  return out + "\r\n";
-}
-
-bhttp::request_header<> ParseRequest(const std::string& text) {
-  bhttp::request_parser<bhttp::empty_body> parser;
-  boost::beast::error_code ec;
-  parser.put(asio::buffer(text), ec);
-  INFO(ec.message());
-  REQUIRE(parser.is_header_done());
-  return parser.get().base();
-}
+using testing::Head;
+using testing::ParseRequest;
 
 Forwarded Fwd() { return Forwarded{"5173-web.preview.localhost:8420", "http", "127.0.0.1"}; }
 

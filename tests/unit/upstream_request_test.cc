@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "tests/support/request_text.h"
+
 #include "controller/agent_client/response_relay.h"
 #include "controller/agent_client/upstream_request.h"
 
@@ -17,24 +19,8 @@ namespace bhttp = boost::beast::http;
 
 constexpr std::string_view kToken = "tok3n";
 
-// Header lines joined with CRLF, the blank line included.
-std::string Head(std::initializer_list<std::string_view> lines) {
-  std::string out;
-  for (auto line : lines) {
-    out += line;
-    out += "\r\n";
-  }
-  return out + "\r\n";
-}
-
-bhttp::request_header<> ParseRequest(const std::string& text) {
-  bhttp::request_parser<bhttp::empty_body> parser;
-  boost::beast::error_code ec;
-  parser.put(asio::buffer(text), ec);
-  INFO(ec.message());
-  REQUIRE(parser.is_header_done());
-  return parser.get().base();
-}
+using testing::Head;
+using testing::ParseRequest;
 
 std::string Build(const std::string& client, std::string_view target, const ExtraHeaders& extra,
                   BodyFraming body) {
