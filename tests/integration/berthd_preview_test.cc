@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/websocket.hpp>
 #include <fmt/format.h>
@@ -74,6 +75,17 @@ http::Task<void> App(http::Exchange& ex) {
     Log().Add(seen);
     auto ws = co_await ex.AcceptWebSocket();
     if (!ws) co_return;
+    // Like Vite: a message at once (it may share a segment with the 101), then one the server
+    // sends later of its own accord (an HMR update), then the echo.
+    (*ws)->text(true);
+    std::string hello = "connected";
+    auto [hec, hn] = co_await (*ws)->async_write(boost::asio::buffer(hello), boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (hec) co_return;
+    boost::asio::steady_timer later(co_await boost::asio::this_coro::executor, 300ms);
+    co_await later.async_wait(boost::asio::use_awaitable);
+    std::string update = "update";
+    auto [uec, un] = co_await (*ws)->async_write(boost::asio::buffer(update), boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (uec) co_return;
     // Echoes text frames until the peer closes.
     for (;;) {
       boost::beast::flat_buffer buffer;
@@ -418,6 +430,11 @@ TEST_CASE("preview: a WebSocket upgrade reaches the app end to end; the token mu
     req.set("X-Berth-Preview-Token", token);
   }));
   ws.handshake(Host(AppPort(), "web"), "/ws?token=vite");
+  for (std::string expected : {"connected", "update"}) {
+    boost::beast::flat_buffer pushed;
+    ws.read(pushed);
+    CHECK(boost::beast::buffers_to_string(pushed.data()) == expected);
+  }
   ws.text(true);
   ws.write(boost::asio::buffer(std::string("ping")));
   boost::beast::flat_buffer buffer;
