@@ -29,6 +29,7 @@ App::App() : app_("berth: workspaces for AI agents (a Linux VM each), from the c
   AddExecCommands(builder);
   AddFileCommands(builder);
   AddPortCommands(builder);
+  AddPreviewCommands(builder);
   AddEventCommands(builder);
   AddAdminCommands(builder);
   AddNetworkCommands(builder);

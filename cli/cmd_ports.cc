@@ -1,5 +1,5 @@
-// Ports in a workspace: list them, forward one to this machine, and (once berthd serves them)
-// preview URLs.
+// Ports in a workspace: list them (with their preview URLs) and forward one to this machine.
+// Preview links are cmd_previews.cc.
 #include <charconv>
 #include <csignal>
 
@@ -37,10 +37,11 @@ Result<int> ListPorts(Context& ctx, const std::string& workspace) {
     return kExitOk;
   }
   if (ports.empty()) return kExitOk;
-  Table table({"PORT", "ADDRESS", "PID", "PROCESS", "USER", "COMMAND"});
+  Table table({"PORT", "ADDRESS", "PID", "PROCESS", "USER", "PREVIEW", "COMMAND"});
   for (const auto& p : ports) {
     table.AddRow({std::to_string(p.port), p.address, p.pid ? std::to_string(*p.pid) : "-",
-                  p.process.value_or("-"), p.user.value_or("-"), p.cmdline.value_or("-")});
+                  p.process.value_or("-"), p.user.value_or("-"), p.preview_url.value_or("-"),
+                  p.cmdline.value_or("-")});
   }
   ctx.out() << table.Render();
   return kExitOk;
@@ -122,20 +123,6 @@ void AddPortCommands(Builder& b) {
       ->required();
   forward->add_option("--address", f->address, "local address to listen on")
       ->capture_default_str();
-
-  auto p = std::make_shared<std::pair<std::string, int>>();
-  auto* preview = b.Add("preview", "print the preview URL of a port in a workspace",
-                        [p](Context& ctx) -> Result<int> {
-                          ctx.err() << fmt::format(
-                              "berth: preview URLs are not available yet: this berthd does not "
-                              "serve previews. To reach port {} from this machine, run:\n"
-                              "  berth port-forward {} {}\n",
-                              p->second, p->first, p->second);
-                          return kExitError;
-                        });
-  preview->add_option("workspace", p->first, "workspace id or name")->required();
-  preview->add_option("port", p->second, "the port in the workspace")->required()
-      ->check(CLI::Range(1, 65535));
 }
 
 }  // namespace berth::cli

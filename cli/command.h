@@ -58,7 +58,8 @@ void AddLoginCommands(Builder& b);      // login, logout, whoami
 void AddWorkspaceCommands(Builder& b);  // create, ls, get, start, stop, hibernate, restart, rm
 void AddExecCommands(Builder& b);       // exec, shell
 void AddFileCommands(Builder& b);       // cp
-void AddPortCommands(Builder& b);       // ports, port-forward, preview
+void AddPortCommands(Builder& b);       // ports, port-forward
+void AddPreviewCommands(Builder& b);    // preview, previews
 void AddEventCommands(Builder& b);      // events (logs), usage
 void AddAdminCommands(Builder& b);      // keys, tenants
 void AddMcpCommand(Builder& b);         // mcp

@@ -311,7 +311,7 @@ Status Daemon::Start() {
       -> Result<std::shared_ptr<mcp::Backend>> {
     auto principal = auth_->Authenticate("Bearer " + key);
     if (!principal) return Fail(principal.error());
-    return std::make_shared<api::LocalBackend>(*service_, io_, *principal, mcp_calls_);
+    return std::make_shared<api::LocalBackend>(*service_, *previews_, io_, *principal, mcp_calls_);
   };
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   api::ApiOptions aopt;

@@ -28,6 +28,7 @@
 #include "common/protocol/files.h"
 #include "common/protocol/ports.h"
 #include "common/v1/admin.h"
+#include "common/v1/preview.h"
 #include "common/v1/workspace.h"
 
 namespace berth::mcp {
@@ -161,6 +162,12 @@ class Backend {
   // --- ports ---
   virtual Result<std::vector<protocol::PortInfo>> ListPorts(std::string_view ws,
                                                             Deadline deadline) = 0;
+
+  // --- previews (docs/api.md, "Previews") ---
+  // A preview link to a port, as POST …/previews makes it: for a private one with `token`
+  // and `link` (shown only here). Does not wake the workspace.
+  virtual Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
+                                            Deadline deadline) = 0;
 
   // --- the guest network: the API's answer of GET|PATCH …/network (docs/api.md, "Network") ---
   virtual Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) = 0;

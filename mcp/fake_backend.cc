@@ -567,6 +567,30 @@ Result<std::vector<protocol::PortInfo>> FakeBackend::ListPorts(std::string_view 
   return (*space)->ports;
 }
 
+Result<v1::Preview> FakeBackend::CreatePreview(std::string_view ws,
+                                               const v1::CreatePreview& request,
+                                               Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("CreatePreview", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);  // a preview does not wake the workspace
+  if (!space) return Fail(space.error());
+  last_preview_ = request;
+  v1::Preview preview;
+  preview.id = fmt::format("pv_fake{}", next_preview_++);
+  preview.workspace_id = (*space)->ws.id;
+  preview.port = request.port;
+  preview.is_public = request.is_public;
+  preview.status = "active";
+  preview.url = fmt::format("http://{}-{}.preview.localhost:8080/", request.port, (*space)->ws.name);
+  if (!request.is_public) {
+    preview.token = "bpt_" + preview.id;
+    preview.link = preview.url + "?berth_preview_token=" + *preview.token;
+  }
+  preview.created_at = 1'700'000'000;
+  preview.expires_at = preview.created_at + request.expires_in_s.value_or(24 * 3600);
+  return preview;
+}
+
 namespace {
 nlohmann::json NetworkAnswer(const v1::NetworkPolicy& policy) {
   nlohmann::json j = v1::ToJson(policy);
@@ -617,6 +641,11 @@ std::vector<std::string> FakeBackend::CallsForTest() const {
 std::optional<v1::CreateWorkspace> FakeBackend::LastCreateForTest() const {
   std::lock_guard lock(mutex_);
   return last_create_;
+}
+
+std::optional<v1::CreatePreview> FakeBackend::LastPreviewForTest() const {
+  std::lock_guard lock(mutex_);
+  return last_preview_;
 }
 
 Deadline FakeBackend::LastDeadlineForTest() const {

@@ -67,6 +67,10 @@ class FakeBackend : public Backend {
                     Deadline deadline) override;
 
   Result<std::vector<protocol::PortInfo>> ListPorts(std::string_view ws, Deadline deadline) override;
+  // A preview as berthd would make it (url http://{port}-{name}.preview.localhost:8080/, a
+  // token and link for a private one, 24 h by default), created at 1'700'000'000.
+  Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
+                                    Deadline deadline) override;
   // The policy as stored (isolated: true, no refusals).
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
@@ -92,6 +96,8 @@ class FakeBackend : public Backend {
   std::vector<std::string> CallsForTest() const;
   // The last create request, as the tools built it.
   std::optional<v1::CreateWorkspace> LastCreateForTest() const;
+  // The last preview request, as the tools built it.
+  std::optional<v1::CreatePreview> LastPreviewForTest() const;
   // The deadline the last call was given.
   Deadline LastDeadlineForTest() const;
   // The file's content, if it exists.
@@ -132,6 +138,8 @@ class FakeBackend : public Backend {
   std::map<std::string, Error> failures_;
   std::vector<std::string> calls_;
   std::optional<v1::CreateWorkspace> last_create_;
+  std::optional<v1::CreatePreview> last_preview_;
+  int next_preview_ = 1;
   Deadline last_deadline_{};
 };
 

@@ -80,6 +80,12 @@ Result<AgentBackend::AgentSession> HttpBackend::OpenAgent(std::string_view ws, A
   return AgentSession{berth_.Agent(ws, deadline), nullptr, nlohmann::json::object()};
 }
 
+Result<v1::Preview> HttpBackend::CreatePreview(std::string_view ws,
+                                               const v1::CreatePreview& request,
+                                               Deadline deadline) {
+  return berth_.CreatePreview(ws, request, deadline);
+}
+
 Result<nlohmann::json> HttpBackend::GetNetwork(std::string_view ws, Deadline deadline) {
   return berth_.GetNetwork(ws, deadline);
 }

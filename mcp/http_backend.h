@@ -31,6 +31,9 @@ class HttpBackend : public AgentBackend {
   Result<v1::Workspace> WaitForState(std::string_view ws, v1::State state,
                                      Deadline deadline) override;
 
+  Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
+                                    Deadline deadline) override;
+
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;

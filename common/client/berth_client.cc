@@ -399,6 +399,30 @@ Result<v1::Usage> BerthClient::GetUsage(std::string_view from, std::string_view 
                 target);
 }
 
+// --- previews ----------------------------------------------------------------------------------
+
+Result<v1::Preview> BerthClient::CreatePreview(std::string_view ws,
+                                               const v1::CreatePreview& request,
+                                               Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/previews");
+  return Parsed(Call(verb::post, target, v1::ToJson(request), deadline), v1::PreviewFromJson,
+                verb::post, target);
+}
+
+Result<std::vector<v1::Preview>> BerthClient::ListPreviews(std::string_view ws,
+                                                           Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/previews");
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::PreviewListFromJson,
+                verb::get, target);
+}
+
+Result<v1::Preview> BerthClient::RevokePreview(std::string_view ws, std::string_view id,
+                                               Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/previews/" + http::PercentEncode(id, false));
+  return Parsed(Call(verb::delete_, target, std::nullopt, deadline), v1::PreviewFromJson,
+                verb::delete_, target);
+}
+
 // --- tenants and keys --------------------------------------------------------------------------
 
 Result<v1::Tenant> BerthClient::CreateTenant(std::string_view name, Deadline deadline) const {

@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/v1/admin.h"
 #include "common/v1/events.h"
+#include "common/v1/preview.h"
 #include "common/v1/workspace.h"
 
 namespace berth::client {
@@ -138,6 +139,17 @@ class BerthClient {
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) const;
   // Replaces the egress policy; it applies to the running guest at once.
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
+                                    Deadline deadline) const;
+
+  // --- previews (docs/api.md, "Previews") ---
+  // Makes a preview link for a port (POST …/previews); for a private one the answer carries
+  // `token` and `link`, which berthd shows only here.
+  Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
+                                    Deadline deadline) const;
+  // The workspace's previews, newest first, with their status and last use (no tokens).
+  Result<std::vector<v1::Preview>> ListPreviews(std::string_view ws, Deadline deadline) const;
+  // Revokes one (it stops working at once); the preview as it is now (status "revoked").
+  Result<v1::Preview> RevokePreview(std::string_view ws, std::string_view id,
                                     Deadline deadline) const;
 
   // --- tenants and keys (admin scope) ---

@@ -24,9 +24,13 @@ std::optional<workspace::State> ServiceState(v1::State state) {
 
 }  // namespace
 
-LocalBackend::LocalBackend(workspace::WorkspaceService& service, asio::io_context& io, Principal principal,
-                           std::shared_ptr<McpCalls> calls)
-    : service_(service), io_(io), principal_(std::move(principal)), calls_(std::move(calls)) {}
+LocalBackend::LocalBackend(workspace::WorkspaceService& service, preview::PreviewService& previews,
+                           asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls)
+    : service_(service),
+      previews_(previews),
+      io_(io),
+      principal_(std::move(principal)),
+      calls_(std::move(calls)) {}
 
 bool McpCalls::Enter() {
   std::lock_guard lock(mutex_);
@@ -190,6 +194,17 @@ Result<v1::Workspace> LocalBackend::WaitForState(std::string_view ws, v1::State 
   auto done = Sync(service_.WaitForState(principal_.tenant_id, std::string(ws), *want, Remaining(deadline)));
   if (!done) return Fail(done.error());
   return Wire(*done);
+}
+
+Result<v1::Preview> LocalBackend::CreatePreview(std::string_view ws, const v1::CreatePreview& request,
+                                                Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  // The API's own validation, from the same body the API would get.
+  auto parsed = v1::CreatePreviewFromJson(v1::ToJson(request));
+  if (!parsed) return Fail(parsed.error());
+  return previews_.Create(*found, *parsed, principal_.key_id);
 }
 
 Result<nlohmann::json> LocalBackend::GetNetwork(std::string_view ws, Deadline) {

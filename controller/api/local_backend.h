@@ -21,6 +21,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "controller/api/auth.h"
+#include "controller/preview/preview_service.h"
 #include "controller/workspace/service.h"
 #include "mcp/agent_backend.h"
 
@@ -55,10 +56,10 @@ class McpCalls {
 
 class LocalBackend : public mcp::AgentBackend {
  public:
-  // `io`: where the service's asynchronous calls resume (berthd's I/O context). All must
-  // outlive the backend.
-  LocalBackend(workspace::WorkspaceService& service, boost::asio::io_context& io, Principal principal,
-               std::shared_ptr<McpCalls> calls);
+  // `io`: where the service's asynchronous calls resume (berthd's I/O context). `previews`:
+  // berthd's preview grants and links. All must outlive the backend.
+  LocalBackend(workspace::WorkspaceService& service, preview::PreviewService& previews,
+               boost::asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls);
 
   Result<v1::Me> WhoAmI(Deadline deadline) override;
   Result<v1::Workspace> CreateWorkspace(const v1::CreateWorkspace& request, Deadline deadline) override;
@@ -70,6 +71,9 @@ class LocalBackend : public mcp::AgentBackend {
   Result<v1::Workspace> HibernateWorkspace(std::string_view ws, Deadline deadline) override;
   Result<v1::Workspace> DeleteWorkspace(std::string_view ws, Deadline deadline) override;
   Result<v1::Workspace> WaitForState(std::string_view ws, v1::State state, Deadline deadline) override;
+  // Through the daemon's PreviewService, as POST …/previews does (write scope).
+  Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
+                                    Deadline deadline) override;
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;
@@ -85,6 +89,7 @@ class LocalBackend : public mcp::AgentBackend {
   v1::Workspace Wire(const workspace::Workspace& ws) const;
 
   workspace::WorkspaceService& service_;
+  preview::PreviewService& previews_;
   boost::asio::io_context& io_;
   Principal principal_;
   std::shared_ptr<McpCalls> calls_;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -35,6 +36,7 @@
 #include "controller/api/auth.h"
 #include "controller/api/local_backend.h"
 #include "controller/hypervisor/fake_hypervisor.h"
+#include "controller/preview/preview_service.h"
 #include "controller/store/store.h"
 #include "controller/workspace/request.h"
 #include "controller/workspace/service.h"
@@ -129,16 +131,19 @@ struct FuzzBerthd {
     service = std::make_unique<workspace::WorkspaceService>(
         *store, hypervisor, std::make_unique<NoAgentTransport>(), o);
     if (!service->Run()) std::abort();
+    previews = std::make_unique<preview::PreviewService>(
+        preview::PreviewConfig{}, *store, [] { return static_cast<int64_t>(std::time(nullptr)); });
 
     // /mcp as berthd serves it: each session calls the service in-process as its key's principal.
     mcp::BackendFactory backends = [this](http::Exchange&, const std::string& key)
         -> Result<std::shared_ptr<mcp::Backend>> {
       auto principal = auth->Authenticate("Bearer " + key);
       if (!principal) return Fail(principal.error());
-      return std::make_shared<api::LocalBackend>(*service, io, *principal, mcp_calls);
+      return std::make_shared<api::LocalBackend>(*service, *previews, io, *principal, mcp_calls);
     };
     mcp = std::make_unique<mcp::McpHttpContext>(mcp_pool, std::move(backends));
     api::ApiOptions aopt;
+    aopt.previews = previews.get();
     aopt.server.header_timeout = std::chrono::seconds(2);
     aopt.server.idle_timeout = std::chrono::seconds(2);
     aopt.server.io_timeout = std::chrono::seconds(2);
@@ -170,6 +175,7 @@ struct FuzzBerthd {
   std::unique_ptr<api::Authenticator> auth;
   hypervisor::FakeHypervisor hypervisor;
   std::unique_ptr<workspace::WorkspaceService> service;
+  std::unique_ptr<preview::PreviewService> previews;
   boost::asio::io_context io{2};
   boost::asio::thread_pool pool{4};
   boost::asio::thread_pool mcp_pool{2};

@@ -392,6 +392,73 @@ class StandIn {
 
 }  // namespace
 
+TEST_CASE("typed client: previews are made, listed newest first without tokens, and revoked",
+          "[client][berthd]") {
+  auto berth = Berth();
+  v1::CreateWorkspace request;
+  request.name = "typed-pv";
+  auto ws = berth.CreateWorkspace(request, Soon());
+  REQUIRE(ws);
+
+  v1::CreatePreview private_request;
+  private_request.port = 5173;
+  auto made = berth.CreatePreview("typed-pv", private_request, Soon());
+  INFO((made ? "" : made.error().message));
+  REQUIRE(made);
+  CHECK(made->workspace_id == ws->id);
+  CHECK(made->port == 5173);
+  CHECK_FALSE(made->is_public);
+  CHECK(made->status == "active");
+  REQUIRE(made->token);
+  REQUIRE(made->link);
+  CHECK(made->link->starts_with(made->url));
+  CHECK(made->link->find(*made->token) != std::string::npos);
+  CHECK(made->expires_at - made->created_at == 24 * 3600);  // berthd's default
+
+  v1::CreatePreview public_request;
+  public_request.port = 3000;
+  public_request.is_public = true;
+  public_request.expires_in_s = 3600;
+  auto pub = berth.CreatePreview(ws->id, public_request, Soon());
+  REQUIRE(pub);
+  CHECK(pub->is_public);
+  CHECK_FALSE(pub->token);
+  CHECK(pub->expires_at - pub->created_at == 3600);
+
+  auto listed = berth.ListPreviews("typed-pv", Soon());
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 2);
+  CHECK((*listed)[0].id == pub->id);
+  CHECK((*listed)[1].id == made->id);
+  CHECK_FALSE((*listed)[1].token);
+  CHECK_FALSE((*listed)[1].link);
+
+  auto revoked = berth.RevokePreview("typed-pv", made->id, Soon());
+  REQUIRE(revoked);
+  CHECK(revoked->id == made->id);
+  CHECK(revoked->status == "revoked");
+  CHECK(revoked->revoked_at);
+  listed = berth.ListPreviews("typed-pv", Soon());
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 2);
+  CHECK((*listed)[1].status == "revoked");
+
+  // berthd's refusals come back with their codes.
+  auto unknown = berth.RevokePreview("typed-pv", "pv_nope", Soon());
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == ErrorCode::kNotFound);
+  auto no_ws = berth.CreatePreview("no-such-ws", private_request, Soon());
+  REQUIRE_FALSE(no_ws);
+  CHECK(no_ws.error().code == ErrorCode::kNotFound);
+  v1::CreatePreview too_short = private_request;
+  too_short.expires_in_s = 1;
+  auto short_lived = berth.CreatePreview("typed-pv", too_short, Soon());
+  REQUIRE_FALSE(short_lived);
+  CHECK(short_lived.error().code == ErrorCode::kInvalidArgument);
+
+  REQUIRE(berth.DeleteWorkspace(ws->id, Soon()));
+}
+
 TEST_CASE("typed client: Wait asks again when berthd's timeout runs out before the deadline",
           "[client]") {
   StandIn s;

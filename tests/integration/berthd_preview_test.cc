@@ -553,4 +553,58 @@ TEST_CASE("preview: an authorised request wakes a stopped workspace, says so, an
   CHECK(Send(Get(host, "/", TokenHeader(token))).status == 200);
 }
 
+namespace {
+
+// One JSON-RPC exchange with berthd's /mcp; the response object (a JSON body, or the data of
+// the one SSE event a tools/call answers with).
+json McpExchange(const json& body, std::string* session) {
+  auto api = Berthd().Admin();
+  client::Headers headers = {{"Accept", "application/json, text/event-stream"}};
+  if (!session->empty()) headers.emplace_back("Mcp-Session-Id", *session);
+  auto response = api.Request(verb::post, "/mcp", body.dump(), "application/json", headers);
+  REQUIRE(response);
+  INFO(response->body);
+  REQUIRE(response->status == 200);
+  if (session->empty()) *session = std::string(response->Header("Mcp-Session-Id"));
+  std::string text = response->body;
+  if (auto data = text.find("data:"); data != std::string::npos) {
+    auto end = text.find('\n', data);
+    text = text.substr(data + 5, end == std::string::npos ? std::string::npos : end - data - 5);
+  }
+  auto parsed = ParseJson(text);
+  REQUIRE(parsed);
+  return *parsed;
+}
+
+}  // namespace
+
+TEST_CASE("preview: berthd's /mcp preview_url hands out a link that opens exactly that port",
+          "[preview][mcp]") {
+  Workspace("mcpweb");
+  std::string session;
+  json init = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
+                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
+  McpExchange(init, &session);
+  REQUIRE_FALSE(session.empty());
+  json call = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
+               {"params", {{"name", "preview_url"},
+                           {"arguments", {{"workspace", "mcpweb"}, {"port", AppPort()},
+                                          {"expires_in", "1h"}}}}}};
+  json result = McpExchange(call, &session)["result"];
+  INFO(result.dump());
+  REQUIRE_FALSE(result.value("isError", false));
+  json record = result["structuredContent"];
+  std::string token = record["token"];
+  CHECK(record["url"] == fmt::format("http://{}-mcpweb.preview.localhost:{}/", AppPort(), BerthdPort()));
+  CHECK(result["content"][0]["text"].get<std::string>().starts_with(record["link"].get<std::string>()));
+  // The grant is berthd's own: listed by the API, and the link opens the app.
+  auto listed = Call(verb::get, "/v1/workspaces/mcpweb/previews");
+  REQUIRE(listed["previews"].size() == 1);
+  CHECK(listed["previews"][0]["id"] == record["id"]);
+  CHECK(Send(Get(Host(AppPort(), "mcpweb"), "/from-mcp", TokenHeader(token))).status == 200);
+  CHECK(Send(Get(Host(AppPort() == 65535 ? 1 : AppPort() + 1, "mcpweb"), "/", TokenHeader(token))).status ==
+        403);
+}
+
 }  // namespace berth

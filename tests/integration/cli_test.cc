@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/client/api_client.h"
+#include "common/v1/time.h"
 #include "tests/integration/cli_test_util.h"
 #include "tests/support/skip.h"
 
@@ -577,4 +578,102 @@ TEST_CASE("berthd refuses a bad --config with exit 2 and a message naming the pr
   CHECK(r.code == 1);
   CHECK(r.err.find("unknown transport 'carrier-pigeon'") != std::string::npos);
   CHECK(r.out.find("listening on") == std::string::npos);
+}
+
+TEST_CASE("berth preview prints the link alone; previews lists and revokes; ports shows URLs",
+          "[cli][berthd]") {
+  std::string bin = BerthdPath();
+  if (bin.empty()) {
+    BERTH_SKIP("berthd is not built");
+  }
+  Berthd berthd(bin);
+  Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
+  auto r = cli({"create", "cli-pv", "--wait", "--json"});
+  INFO(r);
+  REQUIRE(r.code == 0);
+  UpperServer server;
+  int port = server.port();
+  std::string berthd_port = berthd.url().substr(berthd.url().rfind(':') + 1);
+  std::string url = fmt::format("http://{}-cli-pv.preview.localhost:{}/", port, berthd_port);
+
+  // A private preview: its link (the URL with the token) is the one line on stdout, so that
+  // `open "$(berth preview ws PORT)"` works; what it is goes to stderr.
+  r = cli({"preview", "cli-pv", std::to_string(port)});
+  INFO(r);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.starts_with(url + "?berth_preview_token="));
+  CHECK(r.out.ends_with("\n"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  CHECK(r.err.find("private preview") != std::string::npos);
+  CHECK(r.err.find("--revoke") != std::string::npos);
+
+  // A public one for 2 h, as the record: the URL and no token.
+  r = cli({"preview", "cli-pv", std::to_string(port), "--public", "--expires", "2h", "--json"});
+  REQUIRE(r.code == 0);
+  json pub = Json(r);
+  CHECK(pub["public"] == true);
+  CHECK(pub["url"] == url);
+  CHECK_FALSE(pub.contains("token"));
+  auto expires_at = berth::v1::ParseTime(pub["expires_at"].get<std::string>());
+  auto created_at = berth::v1::ParseTime(pub["created_at"].get<std::string>());
+  REQUIRE(expires_at);
+  REQUIRE(created_at);
+  CHECK(*expires_at - *created_at == 7200);
+  r = cli({"preview", "cli-pv", std::to_string(port), "--public"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == url + "\n");
+
+  // Bad input is a usage error, before or at berthd; an unknown workspace is not found.
+  r = cli({"preview", "cli-pv", "99999"});
+  CHECK(r.code == 2);
+  r = cli({"preview", "cli-pv", "80", "--expires", "soon"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--expires") != std::string::npos);
+  r = cli({"preview", "cli-pv", "80", "--expires", "400d"});
+  CHECK(r.code == 2);  // past berthd's maximum (30 days)
+  r = cli({"preview", "no-such-ws", "80"});
+  CHECK(r.code == 3);
+
+  // previews: newest first, as JSON and as a table.
+  r = cli({"previews", "cli-pv", "--json"});
+  REQUIRE(r.code == 0);
+  json listed = Json(r)["previews"];
+  REQUIRE(listed.size() == 3);
+  CHECK(listed[0]["public"] == true);
+  CHECK(listed[2]["public"] == false);
+  CHECK_FALSE(listed[2].contains("token"));
+  std::string private_id = listed[2]["id"];
+  r = cli({"previews", "cli-pv"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.starts_with("ID"));
+  CHECK(r.out.find("LAST USED") != std::string::npos);
+  CHECK(r.out.find(private_id) != std::string::npos);
+  CHECK(r.out.find(url) != std::string::npos);
+
+  // --revoke: it says so, the list shows it revoked; an unknown id is not found.
+  r = cli({"previews", "cli-pv", "--revoke", private_id});
+  CHECK(r.code == 0);
+  CHECK(r.out == private_id + ": revoked\n");
+  r = cli({"previews", "cli-pv", "--json"});
+  REQUIRE(r.code == 0);
+  for (const auto& p : Json(r)["previews"]) {
+    if (p["id"] == private_id) CHECK(p["status"] == "revoked");
+  }
+  r = cli({"previews", "cli-pv", "--revoke", "pv_nope"});
+  CHECK(r.code == 3);
+
+  // ports: each port's preview URL, in the table and in the JSON.
+  r = cli({"ports", "cli-pv"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("PREVIEW") != std::string::npos);
+  CHECK(r.out.find(url) != std::string::npos);
+  r = cli({"ports", "cli-pv", "--json"});
+  REQUIRE(r.code == 0);
+  bool found = false;
+  for (const auto& p : Json(r)) {
+    if (p["port"] == port) found = p["preview_url"] == url;
+  }
+  CHECK(found);
+
+  CHECK(cli({"rm", "--yes", "cli-pv", "--wait"}).code == 0);
 }

@@ -97,9 +97,9 @@ TEST_CASE("invalid params are -32602", "[mcp][jsonrpc]") {
   CHECK(RpcErrorCode(session.HandleText(R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}})")) ==
         jsonrpc::kInvalidParams);
   auto unknown = session.HandleText(
-      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"preview_url"}})");
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no_such_tool"}})");
   CHECK(RpcErrorCode(unknown) == jsonrpc::kInvalidParams);
-  CHECK((*unknown)["error"]["message"].get<std::string>().find("preview_url") != std::string::npos);
+  CHECK((*unknown)["error"]["message"].get<std::string>().find("no_such_tool") != std::string::npos);
   CHECK(RpcErrorCode(session.HandleText(
             R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"exec","arguments":"ls"}})")) ==
         jsonrpc::kInvalidParams);

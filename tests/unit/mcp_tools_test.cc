@@ -299,3 +299,90 @@ TEST_CASE("a workspace with auto_start off is not woken by the tools", "[mcp][to
   CHECK(f.Call("workspace_get", {{"workspace", "lazy"}})["structuredContent"]["state"] ==
         "stopped");
 }
+
+TEST_CASE("preview_url gives a private link with its token and expiry, and the record",
+          "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("w", v1::State::kStopped);
+  json result = f.Call("preview_url", {{"workspace", "w"}, {"port", 5173}});
+  INFO(Text(result));
+  REQUIRE_FALSE(IsError(result));
+  auto request = f.backend().LastPreviewForTest();
+  REQUIRE(request);
+  CHECK(request->port == 5173);
+  CHECK_FALSE(request->is_public);
+  CHECK_FALSE(request->expires_in_s);  // berthd's default
+  std::string link = result["structuredContent"]["link"];
+  CHECK(link.find("berth_preview_token=") != std::string::npos);
+  CHECK(Text(result).starts_with(link + "\n"));  // the link first, whole, to hand out
+  CHECK(Text(result).find("Private") != std::string::npos);
+  CHECK(Text(result).find("port 5173") != std::string::npos);
+  CHECK(Text(result).find("until ") != std::string::npos);
+  CHECK(result["structuredContent"]["port"] == 5173);
+  CHECK(result["structuredContent"]["status"] == "active");
+  // Making a link does not wake the workspace.
+  CHECK(f.backend().GetWorkspace("w", DeadlineIn(std::chrono::seconds(5)))->state ==
+        v1::State::kStopped);
+}
+
+TEST_CASE("preview_url: a public one answers the URL; expires_in takes seconds or a duration",
+          "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("w", v1::State::kRunning);
+  json result = f.Call("preview_url", {{"workspace", "w"}, {"port", 3000}, {"public", true},
+                                       {"expires_in", "2h"}});
+  INFO(Text(result));
+  REQUIRE_FALSE(IsError(result));
+  auto request = f.backend().LastPreviewForTest();
+  REQUIRE(request);
+  CHECK(request->is_public);
+  CHECK(request->expires_in_s == 7200);
+  std::string url = result["structuredContent"]["url"];
+  CHECK(Text(result).starts_with(url + "\n"));
+  CHECK(Text(result).find("Public") != std::string::npos);
+  CHECK_FALSE(result["structuredContent"].contains("token"));
+
+  REQUIRE_FALSE(IsError(f.Call("preview_url", {{"workspace", "w"}, {"port", 3000},
+                                               {"expires_in", 600}})));
+  CHECK(f.backend().LastPreviewForTest()->expires_in_s == 600);
+
+  // Bad arguments never reach berthd.
+  size_t calls = Count(f.backend().CallsForTest(), "CreatePreview");
+  for (json bad : {json{{"workspace", "w"}, {"port", 0}},
+                   json{{"workspace", "w"}, {"port", 70000}},
+                   json{{"workspace", "w"}, {"port", 80}, {"expires_in", "soon"}},
+                   json{{"workspace", "w"}, {"port", 80}, {"expires_in", "0s"}},
+                   json{{"workspace", "w"}, {"port", 80}, {"expires_in", -5}},
+                   json{{"workspace", "w"}}}) {
+    INFO(bad.dump());
+    CHECK(IsError(f.Call("preview_url", bad)));
+  }
+  CHECK(Count(f.backend().CallsForTest(), "CreatePreview") == calls);
+  // berthd's refusal reaches the model.
+  f.backend().FailNextForTest("CreatePreview",
+                              Error{ErrorCode::kInvalidArgument, "expires_in is past 30d"});
+  json refused = f.Call("preview_url", {{"workspace", "w"}, {"port", 80}, {"expires_in", "90d"}});
+  CHECK(IsError(refused));
+  CHECK(Text(refused).find("past 30d") != std::string::npos);
+}
+
+TEST_CASE("ports_list shows each port's preview URL when berthd gives one", "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("w", v1::State::kRunning);
+  protocol::PortInfo with;
+  with.port = 5173;
+  with.address = "127.0.0.1";
+  with.preview_url = "http://5173-w.preview.localhost:8080/";
+  protocol::PortInfo without;
+  without.port = 22;
+  without.address = "0.0.0.0";
+  f.backend().SetPortsForTest("w", {with, without});
+  json result = f.Call("ports_list", {{"workspace", "w"}});
+  INFO(Text(result));
+  REQUIRE_FALSE(IsError(result));
+  CHECK(Text(result).find("127.0.0.1:5173 (loopback only) — preview: "
+                          "http://5173-w.preview.localhost:8080/\n") != std::string::npos);
+  CHECK(Text(result).find("0.0.0.0:22\n") != std::string::npos);
+  CHECK(Text(result).find("preview_url") != std::string::npos);
+  CHECK(result["structuredContent"]["ports"][0]["preview_url"] == with.preview_url);
+}
