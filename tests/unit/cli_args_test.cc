@@ -155,10 +155,15 @@ TEST_CASE("--help and --version exit 0") {
   CHECK(env2.out.str().find("--no-stdin") != std::string::npos);
 }
 
-TEST_CASE("preview says previews do not exist yet, with a non-zero exit") {
-  FakeEnv env;
-  App app;
-  CHECK(app.Run({"preview", "dev", "3000"}, env.Get()) == kExitError);
-  CHECK(env.err.str().find("not available yet") != std::string::npos);
-  CHECK(env.err.str().find("berth port-forward dev 3000") != std::string::npos);
+TEST_CASE("preview refuses a port out of range and a bad duration before calling berthd") {
+  for (std::vector<std::string> args : {std::vector<std::string>{"preview", "dev", "0"},
+                                        std::vector<std::string>{"preview", "dev", "65536"},
+                                        std::vector<std::string>{"preview", "dev", "http"},
+                                        std::vector<std::string>{"preview", "dev", "3000", "--expires", "soon"}}) {
+    FakeEnv env;
+    App app;
+    INFO(args.back());
+    CHECK(app.Run(args, env.Get()) == kExitUsage);
+    CHECK_FALSE(env.err.str().empty());
+  }
 }
