@@ -54,7 +54,7 @@ Status Store::InsertPreview(const Preview& p, const std::string& token_hash) {
 Result<std::vector<Preview>> Store::ListPreviews(const std::string& tenant_id, const std::string& workspace_id) {
   std::lock_guard lock(mutex_);
   auto stmt = db_.Prepare(fmt::format(
-      "SELECT {} FROM previews WHERE tenant_id = ? AND workspace_id = ? ORDER BY created_at DESC, id DESC",
+      "SELECT {} FROM previews WHERE tenant_id = ? AND workspace_id = ? ORDER BY created_at DESC, rowid DESC",
       kColumns));
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, tenant_id).Bind(2, workspace_id);

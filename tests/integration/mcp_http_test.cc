@@ -155,7 +155,7 @@ TEST_CASE("MCP over HTTP: initialize opens a session that later requests use", "
   auto tools = f.Post(R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})", {{"Mcp-Session-Id", session}});
   REQUIRE(tools.status == 200);
   CHECK(tools.Header("Content-Type").starts_with("application/json"));
-  CHECK(json::parse(tools.body)["result"]["tools"].size() == 19);
+  CHECK(json::parse(tools.body)["result"]["tools"].size() == 20);  // preview_url is the 20th
 
   // A tool call reaches "berthd" with the caller's key.
   auto list = f.Post(
