@@ -40,7 +40,11 @@ quid=$(stat -c %u "/proc/$qpid") || fail "QEMU (pid $qpid) is gone"
 [ "$quid" = "$VM_UID" ] || fail "QEMU runs as uid $quid, not the VM's $VM_UID (seclabel)"
 mode=$(stat -c '%u:%g %a' "$image/disk.qcow2")
 [ "$mode" = "0:0 644" ] || fail "the image's disk is $mode while a VM runs on it, not root's 0644"
-"${BERTH_VIRSH[@]}" dumpxml "$VM_NAME" | grep -q "<serial>berth-root</serial>" ||
+# Read whole first: under pipefail, `virsh … | grep -q` fails when grep has matched and left
+# before virsh finished writing (virsh then dies of SIGPIPE) - a failure of the test, not of
+# the domain, seen once on a loaded machine.
+domain_xml=$("${BERTH_VIRSH[@]}" dumpxml "$VM_NAME") || fail "virsh dumpxml $VM_NAME failed"
+grep -q "<serial>berth-root</serial>" <<<"$domain_xml" ||
   fail "the domain is not the one berthd writes (no berth-root disk serial)"
 
 echo "== token"
