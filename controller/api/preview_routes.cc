@@ -17,10 +17,15 @@ using http::bhttp::verb;
 // How long GET …/ports waits for the agent's answer (it reads /proc: a moment).
 constexpr std::chrono::seconds kPortsDeadline{15};
 
+// The route's workspace, looked up for the key's tenant (another tenant's is a 404).
+Result<workspace::Workspace> WorkspaceOf(ApiContext& ctx, http::Exchange& ex) {
+  return ctx.service.Get(PrincipalOf(ex).tenant_id, std::string(ex.param("ws")));
+}
+
 http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kWrite)) co_return;
   auto principal = PrincipalOf(ex);
-  auto ws = ctx.service.Get(principal.tenant_id, std::string(ex.param("ws")));
+  auto ws = WorkspaceOf(ctx, ex);
   if (!ws) {
     co_await ex.SendError(ws.error());
     co_return;
@@ -45,8 +50,7 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
 }
 
 http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
-  auto principal = PrincipalOf(ex);
-  auto ws = ctx.service.Get(principal.tenant_id, std::string(ex.param("ws")));
+  auto ws = WorkspaceOf(ctx, ex);
   if (!ws) {
     co_await ex.SendError(ws.error());
     co_return;
@@ -62,8 +66,7 @@ http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
 
 http::Task<void> Revoke(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kWrite)) co_return;
-  auto principal = PrincipalOf(ex);
-  auto ws = ctx.service.Get(principal.tenant_id, std::string(ex.param("ws")));
+  auto ws = WorkspaceOf(ctx, ex);
   if (!ws) {
     co_await ex.SendError(ws.error());
     co_return;
@@ -81,14 +84,13 @@ http::Task<void> Revoke(ApiContext& ctx, http::Exchange& ex) {
 // The agent's list, each port with its preview address. Wakes a sleeping workspace, like the
 // routes that stream through to the agent.
 http::Task<void> Ports(ApiContext& ctx, http::Exchange& ex) {
-  auto principal = PrincipalOf(ex);
-  auto ws = ctx.service.Get(principal.tenant_id, std::string(ex.param("ws")));
+  auto ws = WorkspaceOf(ctx, ex);
   if (!ws) {
     co_await ex.SendError(ws.error());
     co_return;
   }
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await ctx.service.Wake(principal.tenant_id, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
   if (!link) {
     co_await ex.SendError(link.error());
     co_return;
