@@ -656,9 +656,15 @@ TEST_CASE("berth preview prints the link alone; previews lists and revokes; port
   CHECK(r.out == private_id + ": revoked\n");
   r = cli({"previews", "cli-pv", "--json"});
   REQUIRE(r.code == 0);
-  for (const auto& p : Json(r)["previews"]) {
-    if (p["id"] == private_id) CHECK(p["status"] == "revoked");
+  // The whole answer is held in a variable: a range-for over a member of a temporary
+  // (`Json(r)["previews"]`) reads freed memory, since C++23's lifetime extension (P2718) is
+  // not in g++ 12.
+  json after_revoke = Json(r);
+  bool revoked_seen = false;
+  for (const auto& p : after_revoke["previews"]) {
+    if (p["id"] == private_id) revoked_seen = p["status"] == "revoked";
   }
+  CHECK(revoked_seen);
   r = cli({"previews", "cli-pv", "--revoke", "pv_nope"});
   CHECK(r.code == 3);
 
