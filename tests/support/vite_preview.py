@@ -234,7 +234,55 @@ def run_browser(url, edit, marker_old=MARKER_OLD, marker_new=None, load_timeout=
             proc.wait()
 
 
-def check_hmr(api, ws, url, app=GUEST_APP, user=GUEST_USER, **kwargs):
+# What Vite logs when its watcher saw a change of the CSS and it sent the update to its clients
+# (Vite 6's updateModules; a pipe gets no colours). Without a client that loaded the CSS module
+# it logs nothing.
+VITE_SENT_UPDATE = f"hmr update /{HMR_FILE}"
+
+
+def vite_updates_sent(api, ws, tag=DEV_TAG):
+    """How many HMR updates of the CSS the dev server says it sent (its output, read through the
+    processes API; Vite's output is a few KiB, well inside the agent's buffer)."""
+    return process_output(api, ws, tag, limit=1 << 20).count(VITE_SENT_UPDATE)
+
+
+def edit_and_wait_for_vite(api, ws, marker, app=GUEST_APP, user=GUEST_USER, tag=DEV_TAG,
+                           watch_timeout=90):
+    """edit_css_through_api, then waits until Vite says it sent the update. This separates the
+    two halves of an HMR failure: Vite's file watcher in the guest (chokidar on inotify, slow
+    under TCG) not seeing the write, and the update not crossing the preview proxy. A watcher
+    that stays silent gets the same write once more (a second inotify event); silent again,
+    it is a failure that names the guest side. Returns the seconds Vite took."""
+    t0 = time.monotonic()
+    before = vite_updates_sent(api, ws, tag)
+    for attempt in (1, 2):
+        edit_css_through_api(api, ws, marker, app, user)
+        deadline = time.monotonic() + watch_timeout
+        while time.monotonic() < deadline:
+            if vite_updates_sent(api, ws, tag) > before:
+                took = time.monotonic() - t0
+                log(f"Vite sent the HMR update {took:.1f} s after the edit (write {attempt})")
+                return took
+            time.sleep(0.5)
+        log(f"Vite's watcher did not report write {attempt} of {HMR_FILE} within {watch_timeout} s")
+    raise Failure(f"the dev server never sent an HMR update for {HMR_FILE} after two writes through "
+                  f"the files API ({2 * watch_timeout} s): its watcher in the guest missed them, "
+                  f"before any proxy was involved. Its output:\n{process_output(api, ws, tag)}")
+
+
+def check_hmr(api, ws, url, app=GUEST_APP, user=GUEST_USER, confirm_sent=False, **kwargs):
     """The whole browser check on a preview URL of the dev server in ws: the outcome of
-    run_browser (kwargs are its own) with the edit made through berthd's files API."""
-    return run_browser(url, lambda marker: edit_css_through_api(api, ws, marker, app, user), **kwargs)
+    run_browser (kwargs are its own) with the edit made through berthd's files API. With
+    confirm_sent, the edit also waits until Vite says it sent the update
+    (edit_and_wait_for_vite), so that the driver's hmr_timeout measures the update's way to the
+    page alone; the outcome's "vite_sent_s" says how long Vite took."""
+    if not confirm_sent:
+        return run_browser(url, lambda marker: edit_css_through_api(api, ws, marker, app, user), **kwargs)
+    sent = {}
+
+    def edit(marker):
+        sent["s"] = round(edit_and_wait_for_vite(api, ws, marker, app, user), 1)
+
+    outcome = run_browser(url, edit, **kwargs)
+    outcome["vite_sent_s"] = sent.get("s")
+    return outcome
