@@ -10,7 +10,8 @@ int ExitCodeFor(ErrorCode code) {
     case ErrorCode::kPermissionDenied: return kExitAuth;
     case ErrorCode::kUnavailable: return kExitUnreachable;
     case ErrorCode::kAlreadyExists:
-    case ErrorCode::kFailedPrecondition: return kExitConflict;
+    case ErrorCode::kFailedPrecondition:
+    case ErrorCode::kLocked: return kExitConflict;
     case ErrorCode::kDeadlineExceeded: return kExitTimeout;
     case ErrorCode::kMethodNotAllowed:
     case ErrorCode::kTooLarge:

@@ -31,6 +31,7 @@ constexpr CodeInfo kCodes[] = {
     // After resource_exhausted and no_space: a bare 429 or 507 from a peer reads as those.
     {ErrorCode::kQuotaExceeded, "quota_exceeded", 429},
     {ErrorCode::kInsufficientStorage, "insufficient_storage", 507},
+    {ErrorCode::kLocked, "locked", 423},
 };
 
 const CodeInfo& Info(ErrorCode code) {

@@ -30,6 +30,9 @@ enum class ErrorCode {
   // 507: the host is short of disk (berthd's data directory below its minimum free), so it
   // refuses to make disks. Not no_space, which is a guest's own disk being full.
   kInsufficientStorage,
+  // 423: a person holds the workspace's desktop (controller/desktop/control.h): the agent's
+  // input is refused until they hand back; details say who holds it and since when.
+  kLocked,
 };
 
 // Not an aggregate on purpose: g++ 12 destroys an aggregate temporary twice when it is built

@@ -52,3 +52,5 @@ endfunction()
 berth_fuzz_target(request request_fuzz.cc corpus berth_agent_core)
 berth_fuzz_target(berthd berthd_fuzz.cc corpus-berthd berth_controller_core)
 berth_fuzz_target(mcp mcp_fuzz.cc corpus-mcp berth_mcp)
+# The desktop's viewer-side RFB parser (controller/desktop/rfb_parser.h).
+berth_fuzz_target(rfb rfb_fuzz.cc corpus-rfb berth_controller_core)

@@ -13,7 +13,8 @@ TEST_CASE("every error code has a distinct wire name that round-trips") {
                     ErrorCode::kFailedPrecondition, ErrorCode::kTooLarge,
                     ErrorCode::kResourceExhausted, ErrorCode::kInternal, ErrorCode::kUnavailable,
                     ErrorCode::kDeadlineExceeded, ErrorCode::kNoSpace,
-                    ErrorCode::kQuotaExceeded, ErrorCode::kInsufficientStorage}) {
+                    ErrorCode::kQuotaExceeded, ErrorCode::kInsufficientStorage,
+                    ErrorCode::kLocked}) {
     auto name = ErrorCodeName(code);
     REQUIRE(ErrorCodeFromName(name) == code);
   }
@@ -33,6 +34,7 @@ TEST_CASE("error codes map to the HTTP statuses clients rely on") {
   CHECK(HttpStatus(ErrorCode::kNoSpace) == 507);
   CHECK(HttpStatus(ErrorCode::kQuotaExceeded) == 429);
   CHECK(HttpStatus(ErrorCode::kInsufficientStorage) == 507);
+  CHECK(HttpStatus(ErrorCode::kLocked) == 423);
   // A bare status from a peer keeps reading as the older codes.
   CHECK(ErrorCodeForHttpStatus(429) == ErrorCode::kResourceExhausted);
   CHECK(ErrorCodeForHttpStatus(507) == ErrorCode::kNoSpace);

@@ -1,0 +1,5 @@
+# The desktop's pure parts (controller/desktop/): the viewer-side RFB parser, tickets and
+# control leases on a fake clock.
+berth_add_test(unit_desktop NO_AGENT
+               SOURCES unit/desktop_rfb_test.cc unit/desktop_control_test.cc
+               LIBS berth_controller_core LABELS unit)
