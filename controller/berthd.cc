@@ -133,6 +133,13 @@ Status Config::LoadFile(const fs::path& path) {
         }
         preview = std::move(*parsed);
       }
+      else if (k == "desktop") {
+        auto parsed = desktop::ParseDesktopConfig(v);
+        if (!parsed) {
+          return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: desktop: {}", path.string(), parsed.error().message));
+        }
+        desktop = std::move(*parsed);
+      }
       else if (k == "network") {
         auto parsed = network::ParseNetworkConfig(v);
         if (!parsed) {
@@ -314,9 +321,21 @@ Status Daemon::Start() {
     return std::make_shared<api::LocalBackend>(*service_, *previews_, io_, *principal, mcp_calls_);
   };
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
+  // The desktop's events go to the workspace's timeline (SQLite: on the API pool, in order).
+  std::function<int64_t()> desktop_clock = config_.desktop.clock_for_test;
+  if (!desktop_clock) desktop_clock = UnixNow;
+  desktop_ = std::make_unique<desktop::DesktopService>(
+      config_.desktop, config_.data_dir, desktop_clock, io_, *pool_, [this](const desktop::ControlEvent& e) {
+        auto recorded = service_->RecordEvent(e.workspace_id, e.type, e.message, e.data);
+        if (!recorded && recorded.error().code != ErrorCode::kNotFound) {
+          spdlog::warn("desktop {}: {}: {}", e.workspace_id, e.type, recorded.error().message);
+        }
+      });
+  desktop_->Start();
   api::ApiOptions aopt;
   aopt.network = service_.get();
   aopt.previews = previews_.get();
+  aopt.desktop = desktop_.get();
   aopt.server.max_connections = static_cast<size_t>(config_.max_connections);
   aopt.server.max_connections_per_source = static_cast<size_t>(config_.max_connections_per_source);
   aopt.server.max_connections_per_key = static_cast<size_t>(config_.max_connections_per_key);
@@ -365,6 +384,8 @@ void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
   if (api_) api_->Stop();
+  // People's control goes back to the agent, on the timeline, while the store still takes it.
+  if (desktop_) desktop_->Shutdown();
   // MCP calls waiting on the service end now; calls still talking to an agent get a moment.
   mcp_calls_->Close();
   (void)mcp_calls_->WaitIdle(std::chrono::seconds(10));  // what is left is dealt with below

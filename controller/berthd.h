@@ -14,6 +14,7 @@
 
 #include "common/endpoint.h"
 #include "common/error.h"
+#include "controller/desktop/desktop_service.h"
 #include "controller/network/network_config.h"
 #include "controller/preview/preview_config.h"
 #include "controller/preview/preview_service.h"
@@ -66,6 +67,9 @@ struct Config {
   // Previews ("preview": {...}, controller/preview/preview_config.h): at
   // http://{port}-{workspace}.preview.localhost:<listen port>/ by default.
   preview::PreviewConfig preview;
+  // The desktop ("desktop": {...}, controller/desktop/desktop_service.h): takeover lease,
+  // viewer grace, allowed browser origins.
+  desktop::DesktopConfig desktop;
   // Every tenant's limits unless the operator set its own (PATCH /v1/tenants/{id}):
   // "limits": {"workspaces": 50, "vcpus": 16, "memory_mib": 32768, "disk_gib": 2048}.
   workspace::Limits limits;
@@ -102,6 +106,7 @@ class Daemon {
   std::filesystem::path admin_key_file() const { return config_.data_dir / "admin.key"; }
   workspace::WorkspaceService& service() { return *service_; }
   store::Store& store() { return *store_; }
+  desktop::DesktopService& desktop() { return *desktop_; }
 
  private:
   Status EnsureOperatorKey();
@@ -121,6 +126,8 @@ class Daemon {
   std::unique_ptr<boost::asio::thread_pool> mcp_pool_;
   std::shared_ptr<api::McpCalls> mcp_calls_;
   std::unique_ptr<mcp::McpHttpContext> mcp_;
+  // After io_ and pool_: destroyed before them (its timer is on io_, its recorder on pool_).
+  std::unique_ptr<desktop::DesktopService> desktop_;
   std::unique_ptr<api::ApiServer> api_;
   std::vector<std::thread> io_threads_;
   Endpoint endpoint_;

@@ -48,7 +48,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
                                        if (!principal) return Fail(principal.error());
                                        return principal->tenant_id;
                                      }}),
-      ctx_{pool, store, service, auth, options_, agent_connections_, *options_.previews} {
+      ctx_{pool, store, service, auth, options_, agent_connections_, *options_.previews, options_.desktop} {
   // What runs the guests is no secret, and operators and tests want to see it at a glance.
   router_.Add(verb::get, "/v1/health", [this](http::Exchange& ex) -> http::Task<void> {
     v1::Health health;
@@ -64,6 +64,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
   AddWorkspaceRoutes(router_, ctx_);
   AddAgentRoutes(router_, ctx_);
   AddPreviewRoutes(router_, ctx_);
+  if (options_.desktop) AddDesktopRoutes(router_, ctx_);
   if (options_.network) AddNetworkRoutes(router_, pool, *options_.network);
   if (options_.extra_routes) options_.extra_routes(router_);
   server_ = std::make_unique<http::Server>(
@@ -140,6 +141,8 @@ http::Task<void> ApiServer::Handle(http::Exchange& ex) {
   // request body is read: /mcp too (it would otherwise read and parse 32 MiB for any
   // "Bearer x"). /mcp checks the key again at initialize, as it does when it runs alone.
   bool open = ex.method() == verb::get && ex.path() == "/v1/health";
+  // A desktop viewer's browser holds a ticket, never a key: its routes check the ticket.
+  if (options_.desktop && IsDesktopTicketRequest(ex)) open = true;
   if (!open) {
     std::string authorization(ex.header(http::bhttp::field::authorization));
     // By-reference captures only: the closure is trivially destructible (g++ 12, see

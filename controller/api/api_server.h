@@ -16,6 +16,7 @@
 #include "common/http/server.h"
 #include "controller/agent_client/agent_proxy.h"
 #include "controller/api/auth.h"
+#include "controller/desktop/desktop_service.h"
 #include "controller/network/network_api.h"
 #include "controller/preview/preview_gateway.h"
 #include "controller/preview/preview_service.h"
@@ -37,6 +38,9 @@ struct ApiOptions {
   // Previews: served on every listener, routed by Host, and on ListenPreviews's. Required; it
   // must outlive the server.
   preview::PreviewService* previews = nullptr;
+  // The desktop (tickets, control, the VNC bridge): its routes are mounted when set; it must
+  // outlive the server.
+  desktop::DesktopService* desktop = nullptr;
 };
 
 // What every route needs. Owned by ApiServer; handlers hold a reference.
@@ -50,6 +54,8 @@ struct ApiContext {
   agent_client::AgentConnectionPool& agent_connections;
   // Preview grants and their links.
   preview::PreviewService& previews;
+  // The desktop; null when berthd runs without it.
+  desktop::DesktopService* desktop = nullptr;
 
   // Runs a blocking call on the pool and resumes on the caller's executor.
   template <class F>
@@ -69,6 +75,12 @@ void AddAdminRoutes(http::Router& router, ApiContext& ctx);
 void AddWorkspaceRoutes(http::Router& router, ApiContext& ctx);
 void AddAgentRoutes(http::Router& router, ApiContext& ctx);
 void AddPreviewRoutes(http::Router& router, ApiContext& ctx);
+// desktop_routes.cc; needs ctx.desktop.
+void AddDesktopRoutes(http::Router& router, ApiContext& ctx);
+// A keyless request that a desktop ticket authenticates (the viewer's WebSocket with
+// ?ticket=, or a control route with the ticket's header): ApiServer::Handle lets it through to
+// those routes alone, which check the ticket.
+bool IsDesktopTicketRequest(http::Exchange& ex);
 // network_routes.cc; blocking calls run on `pool`.
 void AddNetworkRoutes(http::Router& router, boost::asio::thread_pool& pool, network::WorkspaceNetworkApi& api);
 

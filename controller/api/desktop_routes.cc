@@ -1,0 +1,373 @@
+// /v1/workspaces/{ws}/desktop/...: the viewer's WebSocket bridged to the workspace's VNC
+// socket, the tickets that open it from a browser, and who controls input (DESIGN.md,
+// "Desktop"; controller/desktop/). A request here is authenticated by an API key, or, for the
+// WebSocket and the control routes only, by a desktop ticket (IsDesktopTicketRequest: the
+// key check in ApiServer::Handle is skipped for them, and nothing else accepts a ticket).
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/duration.h"
+#include "common/v1/time.h"
+#include "controller/api/api_server.h"
+#include "controller/desktop/vnc_bridge.h"
+
+namespace berth::api {
+
+using desktop::ViewerMode;
+using http::bhttp::field;
+using http::bhttp::status;
+using http::bhttp::verb;
+namespace websocket = boost::beast::websocket;
+
+namespace {
+
+constexpr auto kTuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+constexpr std::string_view kTicketHeader = "X-Berth-Desktop-Ticket";
+// ?wait=release waits at most this long (a takeover's default lease is 15 minutes).
+constexpr std::chrono::seconds kMaxWait{3600};
+
+bool HasKey(http::Exchange& ex) { return !ex.context().value("tenant_id", std::string()).empty(); }
+
+// Who is asking: an API key's principal, or a desktop ticket's viewer.
+struct Caller {
+  std::string tenant_id;
+  std::string by;  // the key id (a ticket's: the key that issued it)
+  bool key = false;
+  Scope scope = Scope::kRead;  // a key's
+  std::optional<desktop::Ticket> ticket;
+};
+
+// A browser's page may only come from berthd itself (the request's own Host) or an origin the
+// operator listed; a client that sends no Origin is no browser, and must hold a key.
+bool OriginAllowed(http::Exchange& ex, const desktop::DesktopConfig& config, bool key) {
+  std::string origin(ex.header(field::origin));
+  if (origin.empty()) return key;
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  origin = lower(origin);
+  std::string host = lower(std::string(ex.header(field::host)));
+  if (!host.empty() && (origin == "http://" + host || origin == "https://" + host)) return true;
+  for (const auto& o : config.origins) {
+    if (lower(o) == origin) return true;
+  }
+  return false;
+}
+
+// The route's workspace for `caller`; another tenant's, or not the ticket's, is a 404.
+Result<workspace::Workspace> WorkspaceFor(ApiContext& ctx, http::Exchange& ex, const std::string& tenant) {
+  return ctx.service.Get(tenant, std::string(ex.param("ws")));
+}
+
+// The caller of a control route: a key with `needed`, or an open viewer's ticket (its
+// workspace checked by the caller).
+Result<Caller> ControlCaller(http::Exchange& ex, desktop::DesktopService& desktop, Scope needed) {
+  Caller c;
+  if (HasKey(ex)) {
+    auto p = PrincipalOf(ex);
+    if (!p.Allows(needed)) {
+      return Fail(ErrorCode::kPermissionDenied, fmt::format("this needs a key with {} scope", ScopeName(needed)));
+    }
+    c.tenant_id = p.tenant_id;
+    c.by = p.key_id;
+    c.key = true;
+    c.scope = p.scope;
+    return c;
+  }
+  auto t = desktop.tickets().OpenViewer(ex.header(kTicketHeader));
+  if (!t) return Fail(t.error());
+  if (needed != Scope::kRead && t->mode != ViewerMode::kControl) {
+    return Fail(ErrorCode::kPermissionDenied, "a view ticket cannot take or hand back control");
+  }
+  c.tenant_id = t->tenant_id;
+  c.by = t->key_id;
+  c.ticket = *t;
+  return c;
+}
+
+http::Task<void> CreateTicket(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  auto p = PrincipalOf(ex);
+  auto ws = WorkspaceFor(ctx, ex, p.tenant_id);
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  if (!body->is_object() || !body->contains("mode") || !(*body)["mode"].is_string()) {
+    co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "the body needs {\"mode\": \"view\" | \"control\"}"));
+    co_return;
+  }
+  auto mode = desktop::ParseViewerMode((*body)["mode"].get<std::string>());
+  if (!mode) {
+    co_await ex.SendError(mode.error());
+    co_return;
+  }
+  auto issued = ctx.desktop->tickets().Issue(ws->tenant_id, ws->id, p.key_id, *mode);
+  if (!issued) {
+    co_await ex.SendError(issued.error());
+    co_return;
+  }
+  std::string host(ex.header(field::host));
+  bool tls = ex.header("X-Forwarded-Proto") == "https";
+  nlohmann::json out = {
+      {"ticket", issued->secret},
+      {"mode", desktop::ViewerModeName(*mode)},
+      {"expires_at", v1::FormatTime(issued->expires_at)},
+      {"url", fmt::format("{}://{}/v1/workspaces/{}/desktop/vnc?ticket={}", tls ? "wss" : "ws",
+                          host.empty() ? "localhost" : host, ws->id, issued->secret)}};
+  co_await ex.SendJson(status::created, out);
+}
+
+// Completes the WebSocket handshake, answering the `binary` subprotocol when the viewer asks
+// for it (noVNC does). The connection is the WebSocket's from here on.
+http::Task<Result<std::unique_ptr<http::WebSocket>>> AcceptViewer(http::Exchange& ex) {
+  bool binary = false;
+  std::string offered(ex.header(field::sec_websocket_protocol));
+  for (size_t at = 0; at <= offered.size();) {
+    size_t end = std::min(offered.find(',', at), offered.size());
+    std::string token = offered.substr(at, end - at);
+    token.erase(0, token.find_first_not_of(" \t"));
+    token.erase(token.find_last_not_of(" \t") + 1);
+    if (token == "binary") binary = true;
+    at = end + 1;
+  }
+  std::string early = ex.TakeOver();
+  if (!early.empty()) co_return Fail(ErrorCode::kInvalidArgument, "data before the WebSocket handshake");
+  auto ws = std::make_unique<http::WebSocket>(std::move(ex.stream()));
+  ws->set_option(websocket::stream_base::timeout{ex.options().io_timeout, std::chrono::seconds(30), true});
+  if (binary) {
+    ws->set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(field::sec_websocket_protocol, "binary"); }));
+  }
+  auto [ec] = co_await ws->async_accept(ex.request(), kTuple);
+  if (ec) co_return Fail(ErrorCode::kUnavailable, "websocket handshake: " + ec.message());
+  co_return ws;
+}
+
+http::Task<void> Vnc(ApiContext& ctx, http::Exchange& ex) {
+  auto& desk = *ctx.desktop;
+  if (!ex.IsWebSocketUpgrade()) {  // before a ticket is used up
+    co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "this endpoint is a WebSocket (binary RFB)"));
+    co_return;
+  }
+  const bool key = HasKey(ex);
+  if (!OriginAllowed(ex, desk.config(), key)) {
+    co_await ex.SendError(Error(ErrorCode::kPermissionDenied, "this Origin may not open the desktop"));
+    co_return;
+  }
+  desktop::Viewer viewer;
+  std::string tenant;
+  std::string ticket_hash;
+  std::optional<workspace::Workspace> ws;
+  if (key) {
+    auto p = PrincipalOf(ex);
+    auto mode = desktop::ParseViewerMode(ex.query().Get("mode").value_or("view"));
+    if (!mode) {
+      co_await ex.SendError(mode.error());
+      co_return;
+    }
+    Scope needed = Scope::kRead;
+    if (*mode == ViewerMode::kControl) needed = Scope::kWrite;
+    if (!co_await Require(ex, needed)) co_return;
+    auto found = WorkspaceFor(ctx, ex, p.tenant_id);
+    if (!found) {
+      co_await ex.SendError(found.error());
+      co_return;
+    }
+    ws = std::move(*found);
+    viewer.mode = *mode;
+    viewer.by = p.key_id;
+  } else {
+    std::string secret = ex.query().Get("ticket").value_or("");
+    auto peek = desk.tickets().Peek(secret);
+    auto found = peek ? WorkspaceFor(ctx, ex, peek->tenant_id) : Result<workspace::Workspace>(Fail(peek.error()));
+    auto t = found ? desk.tickets().Redeem(secret, found->id) : Result<desktop::Ticket>(Fail(found.error()));
+    if (!t) {
+      // Whatever was wrong (no ticket, used, expired, another workspace's), the same answer.
+      co_await ex.SendError(Error(ErrorCode::kUnauthenticated, "no such ticket (tickets are single use and expire after 60 s)"));
+      co_return;
+    }
+    if (auto admitted = ex.Admit(t->key_id); !admitted) {
+      desk.tickets().ViewerClosed(t->hash);
+      co_await ex.SendError(admitted.error());
+      co_return;
+    }
+    ws = std::move(*found);
+    viewer.mode = t->mode;
+    viewer.by = t->key_id;
+    ticket_hash = t->hash;
+  }
+  viewer.workspace_id = ws->id;
+  // From here on the ticket (if any) is this viewer's until it closes.
+  struct TicketRelease {
+    desktop::DesktopService& desk;
+    std::string hash;
+    ~TicketRelease() {
+      if (!hash.empty()) desk.tickets().ViewerClosed(hash);
+    }
+  } release{desk, ticket_hash};
+  ctx.service.NoteActivity(ws->id);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  if (!link) {
+    co_await ex.SendError(link.error());
+    co_return;
+  }
+  auto guard = ctx.service.OpenStream(ws->id, "desktop");
+  net::Socket vnc(co_await boost::asio::this_coro::executor);
+  boost::asio::local::stream_protocol::endpoint local(desk.VncSocket(ws->id).string());
+  boost::asio::generic::stream_protocol::endpoint where(local);
+  auto [cec] = co_await vnc.async_connect(where, kTuple);
+  if (cec) {
+    spdlog::warn("desktop {}: VNC socket: {}", ws->id, cec.message());
+    co_await ex.SendError(Error(ErrorCode::kUnavailable, "the workspace's screen is not available (is it running?)"));
+    co_return;
+  }
+  auto socket = co_await AcceptViewer(ex);
+  if (!socket) co_return;
+  desk.control().ViewerOpened(ws->id, viewer.mode);
+  desktop::ControlEvent opened{ws->id, "desktop_viewer_opened",
+                               fmt::format("a {} viewer opened the desktop", desktop::ViewerModeName(viewer.mode))};
+  opened.data = {{"mode", desktop::ViewerModeName(viewer.mode)}, {"by", viewer.by}};
+  desk.Record({opened});
+  auto stats = co_await desktop::BridgeViewer(**socket, vnc, viewer, desk,
+                                              std::chrono::seconds(desk.config().handshake_timeout_s));
+  desk.control().ViewerClosed(ws->id, viewer.mode);
+  desktop::ControlEvent closed{ws->id, "desktop_viewer_closed",
+                               fmt::format("a {} viewer closed the desktop{}", desktop::ViewerModeName(viewer.mode),
+                                           stats.dropped > 0 ? fmt::format(" ({} input message(s) dropped)", stats.dropped) : "")};
+  closed.data = {{"mode", desktop::ViewerModeName(viewer.mode)}, {"by", viewer.by},
+                 {"messages", stats.messages}, {"dropped", stats.dropped},
+                 {"bytes_to_viewer", stats.to_viewer}, {"bytes_to_server", stats.to_server},
+                 {"error", stats.error}};
+  desk.Record({closed});
+}
+
+// The workspace a control route acts on, for `caller` (a ticket: its own workspace only).
+Result<workspace::Workspace> ControlWorkspace(ApiContext& ctx, http::Exchange& ex, const Caller& caller) {
+  auto ws = WorkspaceFor(ctx, ex, caller.tenant_id);
+  if (!ws) return ws;
+  if (caller.ticket && caller.ticket->workspace_id != ws->id) {
+    return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", ex.param("ws")));
+  }
+  return ws;
+}
+
+http::Task<void> GetControl(ApiContext& ctx, http::Exchange& ex) {
+  auto caller = ControlCaller(ex, *ctx.desktop, Scope::kRead);
+  auto ws = caller ? ControlWorkspace(ctx, ex, *caller) : Result<workspace::Workspace>(Fail(caller.error()));
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  auto wait = ex.query().Get("wait");
+  if (wait && *wait != "release") {
+    co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "wait must be \"release\""));
+    co_return;
+  }
+  auto& control = ctx.desktop->control();
+  if (wait && control.Get(ws->id).holder == desktop::Holder::kHuman) {
+    auto timeout = ParseDuration(ex.query().Get("timeout").value_or("60s"));
+    if (!timeout || *timeout > kMaxWait) {
+      co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "timeout must be a duration of at most 1h"));
+      co_return;
+    }
+    // Subscribed before the state is read again: a release between the two is not missed.
+    auto changes = ctx.service.Subscribe(co_await boost::asio::this_coro::executor, ws->tenant_id, ws->id);
+    auto deadline = std::chrono::steady_clock::now() + *timeout;
+    while (control.Get(ws->id).holder == desktop::Holder::kHuman) {
+      auto change = co_await changes->Next(deadline);
+      if (!change && (changes->closed() || std::chrono::steady_clock::now() >= deadline)) break;
+    }
+  }
+  auto body = control.Get(ws->id).ToJson();
+  co_await ex.SendJson(status::ok, body);
+}
+
+http::Task<void> ChangeControl(ApiContext& ctx, http::Exchange& ex, bool takeover) {
+  auto caller = ControlCaller(ex, *ctx.desktop, Scope::kWrite);
+  auto ws = caller ? ControlWorkspace(ctx, ex, *caller) : Result<workspace::Workspace>(Fail(caller.error()));
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  auto body = co_await ex.ReadJson();
+  if (body && !body->is_object()) body = Fail(ErrorCode::kInvalidArgument, "the body must be a JSON object");
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  auto text = [&](const char* name, size_t max) -> Result<std::string> {
+    if (!body->contains(name) || (*body)[name].is_null()) return std::string();
+    const auto& v = (*body)[name];
+    if (!v.is_string() || v.get<std::string>().size() > max) {
+      return Fail(ErrorCode::kInvalidArgument, fmt::format("'{}' must be a string of at most {} bytes", name, max));
+    }
+    return v.get<std::string>();
+  };
+  auto& desk = *ctx.desktop;
+  Result<desktop::ControlChange> change;
+  if (takeover) {
+    auto reason = text("reason", 500);
+    bool is_private = false;
+    if (body->contains("private") && !(*body)["private"].is_null()) {
+      if ((*body)["private"].is_boolean()) {
+        is_private = (*body)["private"].get<bool>();
+      } else {
+        reason = Fail(ErrorCode::kInvalidArgument, "'private' must be a boolean");
+      }
+    }
+    change = reason ? desk.control().Takeover(ws->id, caller->by, *reason, is_private) : Result<desktop::ControlChange>(Fail(reason.error()));
+  } else {
+    auto note = text("note", 2000);
+    change = note ? Result<desktop::ControlChange>(desk.control().Release(ws->id, caller->by, *note))
+                  : Result<desktop::ControlChange>(Fail(note.error()));
+  }
+  if (!change) {
+    co_await ex.SendError(change.error());
+    co_return;
+  }
+  ctx.service.NoteActivity(ws->id);
+  desk.Record(std::move(change->events));
+  auto out = change->state.ToJson();
+  co_await ex.SendJson(status::ok, out);
+}
+
+}  // namespace
+
+bool IsDesktopTicketRequest(http::Exchange& ex) {
+  if (!ex.header(field::authorization).empty()) return false;
+  // Exactly /v1/workspaces/{ws}/desktop/<tail>, so that no other route is reached keyless.
+  std::string_view path = ex.path();
+  constexpr std::string_view kPrefix = "/v1/workspaces/";
+  if (!path.starts_with(kPrefix)) return false;
+  path.remove_prefix(kPrefix.size());
+  size_t slash = path.find('/');
+  if (slash == 0 || slash == std::string_view::npos) return false;
+  std::string_view tail = path.substr(slash);
+  if (tail == "/desktop/vnc") return ex.method() == verb::get && ex.query().Has("ticket");
+  if (ex.header(kTicketHeader).empty()) return false;
+  if (tail == "/desktop/control") return ex.method() == verb::get;
+  return ex.method() == verb::post && (tail == "/desktop/control/takeover" || tail == "/desktop/control/release");
+}
+
+void AddDesktopRoutes(http::Router& router, ApiContext& ctx) {
+  router.Add(verb::post, "/v1/workspaces/{ws}/desktop/tickets", [&ctx](http::Exchange& ex) { return CreateTicket(ctx, ex); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/desktop/vnc", [&ctx](http::Exchange& ex) { return Vnc(ctx, ex); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/desktop/control", [&ctx](http::Exchange& ex) { return GetControl(ctx, ex); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/desktop/control/takeover",
+             [&ctx](http::Exchange& ex) { return ChangeControl(ctx, ex, true); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/desktop/control/release",
+             [&ctx](http::Exchange& ex) { return ChangeControl(ctx, ex, false); });
+}
+
+}  // namespace berth::api
