@@ -1,0 +1,30 @@
+"""Berth's Python SDK: a Linux VM per AI agent, on berthd's v1 API (docs/api.md).
+
+    from berth import Workspace
+    ws = Workspace.create(name="demo")          # BERTH_URL / BERTH_API_KEY from the environment
+    print(ws.commands.run("uname -a").stdout)
+
+Workspace blocks; AsyncWorkspace has the same methods, awaited."""
+
+from ._core import (DEFAULT_COMMAND_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
+                    STREAM_IDLE_TIMEOUT)
+from .aworkspace import (AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncPreviews,
+                         AsyncWorkspace)
+from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError, ConflictError,
+                     ForbiddenError, InternalError, InvalidArgumentError, LockedError,
+                     NotFoundError, QuotaExceededError, RateLimitError, StorageError,
+                     TimeoutError, UnavailableError)
+from .types import CommandResult, EntryInfo, Preview, ProcessInfo, WorkspaceInfo
+from .workspace import CommandHandle, Commands, Files, Previews, Workspace
+
+__version__ = "0.1.0"
+__all__ = [
+    "Workspace", "AsyncWorkspace", "Commands", "AsyncCommands", "Files", "AsyncFiles",
+    "Previews", "AsyncPreviews", "CommandHandle", "AsyncCommandHandle", "CommandResult",
+    "EntryInfo", "Preview", "ProcessInfo", "WorkspaceInfo", "BerthError", "AlreadyExistsError",
+    "AuthError", "CommandExitError", "ConflictError", "ForbiddenError", "InternalError",
+    "InvalidArgumentError", "LockedError", "NotFoundError", "QuotaExceededError",
+    "RateLimitError", "StorageError", "TimeoutError", "UnavailableError",
+    "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_REQUEST_TIMEOUT", "DEFAULT_WAIT_TIMEOUT",
+    "STREAM_IDLE_TIMEOUT",
+]

@@ -1,0 +1,54 @@
+"""What the two drivers share: httpx requests from the core's Request, exceptions from
+httpx's, and the bookkeeping of open streams."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import httpx
+
+from ._core import CHUNK, Config, Request, Timeouts
+from .errors import BerthError, TimeoutError, UnavailableError
+
+USER_AGENT = "berth-python/0.1.0"
+#: At most this much of an error answer's body is read (the JSON error is far smaller).
+ERROR_BODY_LIMIT = 64 * 1024
+
+
+def client_args(config: Config) -> Dict[str, Any]:
+    return {
+        "base_url": config.url,
+        "headers": {"Authorization": f"Bearer {config.api_key}", "User-Agent": USER_AGENT},
+        # Proxies from the environment would see the API key; berthd is addressed directly.
+        "trust_env": False,
+        "timeout": httpx.Timeout(config.request_timeout, connect=10.0),
+    }
+
+
+def httpx_timeout(t: Timeouts) -> httpx.Timeout:
+    return httpx.Timeout(connect=t.connect, read=t.read, write=t.write, pool=t.connect)
+
+
+def build(client: Any, req: Request, t: Timeouts, content: Any) -> httpx.Request:
+    kwargs: Dict[str, Any] = {"params": req.params or None, "headers": req.headers or None,
+                              "timeout": httpx_timeout(t)}
+    if req.json is not None:
+        kwargs["json"] = req.json
+    elif content is not None:
+        kwargs["content"] = content
+    return client.build_request(req.method, req.path, **kwargs)  # type: ignore[no-any-return]
+
+
+def wrap(e: BaseException, what: str) -> BerthError:
+    """An httpx exception as the SDK's error: timeouts TimeoutError, connection trouble
+    UnavailableError, anything else BerthError. `status` stays None: no answer came."""
+    if isinstance(e, httpx.TimeoutException):
+        return TimeoutError(f"{what}: timed out ({type(e).__name__})", code="deadline_exceeded")
+    if isinstance(e, (httpx.TransportError, httpx.StreamError)):
+        return UnavailableError(f"{what}: {type(e).__name__}: {e}", code="unavailable")
+    return BerthError(f"{what}: {type(e).__name__}: {e}", code="internal")
+
+
+# The exceptions a driver turns into BerthError (httpx's, and a closed client's RuntimeError).
+WRAPPED = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, RuntimeError)
+__all__ = ["CHUNK", "USER_AGENT", "ERROR_BODY_LIMIT", "client_args", "build", "wrap", "WRAPPED"]

@@ -1,0 +1,157 @@
+"""What the SDK's calls answer: plain dataclasses parsed tolerantly from berthd's JSON (a field
+berthd adds later never breaks an older SDK); `.raw` keeps the whole answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+from urllib.parse import urlsplit
+
+Json = Dict[str, Any]
+
+
+def _str(j: Json, key: str, default: str = "") -> str:
+    v = j.get(key)
+    return v if isinstance(v, str) else default
+
+
+def _opt_str(j: Json, key: str) -> Optional[str]:
+    v = j.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _int(j: Json, key: str, default: int = 0) -> int:
+    v = j.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _opt_int(j: Json, key: str) -> Optional[int]:
+    v = j.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _strmap(j: Json, key: str) -> Dict[str, str]:
+    v = j.get(key)
+    return {k: x for k, x in v.items() if isinstance(x, str)} if isinstance(v, dict) else {}
+
+
+@dataclass
+class WorkspaceInfo:
+    """A workspace as berthd reports it (docs/api.md, "Workspaces")."""
+    id: str
+    name: str
+    state: str
+    image: str = ""
+    size: Optional[str] = None
+    cpus: int = 0
+    memory_mib: int = 0
+    disk_gib: int = 0
+    idle_timeout: int = 0
+    idle_action: str = ""
+    auto_start: bool = True
+    env: Dict[str, str] = field(default_factory=dict)
+    labels: Dict[str, str] = field(default_factory=dict)
+    error: Optional[str] = None
+    created_at: str = ""
+    started_at: Optional[str] = None
+    last_active_at: Optional[str] = None
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "WorkspaceInfo":
+        return WorkspaceInfo(
+            id=_str(j, "id"), name=_str(j, "name"), state=_str(j, "state"), image=_str(j, "image"),
+            size=_opt_str(j, "size"), cpus=_int(j, "cpus"), memory_mib=_int(j, "memory_mib"),
+            disk_gib=_int(j, "disk_gib"), idle_timeout=_int(j, "idle_timeout"),
+            idle_action=_str(j, "idle_action"), auto_start=j.get("auto_start") is not False,
+            env=_strmap(j, "env"), labels=_strmap(j, "labels"), error=_opt_str(j, "error"),
+            created_at=_str(j, "created_at"), started_at=_opt_str(j, "started_at"),
+            last_active_at=_opt_str(j, "last_active_at"), raw=j)
+
+
+@dataclass
+class CommandResult:
+    """How a command ended and what it printed. `exit_code` is 128+N when signal N killed it."""
+    exit_code: int
+    stdout: str
+    stderr: str
+    signal: Optional[str] = None
+    timed_out: bool = False
+    pid: int = 0
+    duration_ms: int = 0
+
+
+@dataclass
+class ProcessInfo:
+    """A process started through the API, running or recently ended."""
+    pid: int
+    tag: Optional[str]
+    cmd: Union[str, List[str], None]
+    user: str
+    running: bool
+    exit_code: Optional[int]
+    signal: Optional[str]
+    started_at: str
+    ended_at: Optional[str]
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "ProcessInfo":
+        cmd = j.get("cmd")
+        return ProcessInfo(
+            pid=_int(j, "pid"), tag=_opt_str(j, "tag"),
+            cmd=cmd if isinstance(cmd, (str, list)) else None, user=_str(j, "user"),
+            running=j.get("status") == "running", exit_code=_opt_int(j, "exit_code"),
+            signal=_opt_str(j, "signal"), started_at=_str(j, "started_at"),
+            ended_at=_opt_str(j, "ended_at"), raw=j)
+
+
+@dataclass
+class EntryInfo:
+    """A file, directory or symlink in a workspace (lstat: a symlink is itself)."""
+    name: str
+    path: str
+    type: str  # "file" | "dir" | "symlink" | "other"
+    size: int
+    mode: int
+    mtime: str
+    owner: str = ""
+    group: str = ""
+    link_target: Optional[str] = None
+
+    @staticmethod
+    def from_json(j: Json) -> "EntryInfo":
+        try:
+            mode = int(_str(j, "mode", "0"), 8)
+        except ValueError:
+            mode = 0
+        return EntryInfo(name=_str(j, "name"), path=_str(j, "path"), type=_str(j, "type"),
+                         size=_int(j, "size"), mode=mode, mtime=_str(j, "mtime"),
+                         owner=_str(j, "owner"), group=_str(j, "group"),
+                         link_target=_opt_str(j, "link_target"))
+
+
+@dataclass
+class Preview:
+    """A preview link to a port (docs/api.md, "Previews"). `token` and `link` are only in the
+    answer that made a private preview."""
+    id: str
+    port: int
+    public: bool
+    status: str
+    url: str
+    token: Optional[str]
+    link: Optional[str]
+    expires_at: str
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @property
+    def host(self) -> str:
+        """The preview's host and port, as in `url`: "5173-web.preview.localhost:8420"."""
+        return urlsplit(self.url).netloc
+
+    @staticmethod
+    def from_json(j: Json) -> "Preview":
+        return Preview(id=_str(j, "id"), port=_int(j, "port"), public=j.get("public") is True,
+                       status=_str(j, "status"), url=_str(j, "url"), token=_opt_str(j, "token"),
+                       link=_opt_str(j, "link"), expires_at=_str(j, "expires_at"), raw=j)

@@ -1,0 +1,97 @@
+"""ws.previews and ws.get_host, and E2B's quick start ported to Berth."""
+
+import contextlib
+import os
+import socket
+import sys
+
+import httpx
+import pytest
+
+from berth import NotFoundError, TimeoutError, Workspace
+from conftest import free_port, unique
+
+
+@contextlib.contextmanager
+def localhost_names_to_loopback():
+    """As browsers do (RFC 6761): every *.localhost name is loopback. This host's resolver
+    does not know preview.localhost's subdomains, so the test's HTTP client is told."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".localhost"):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo
+    try:
+        yield
+    finally:
+        socket.getaddrinfo = real
+
+
+def test_previews_create_list_revoke_and_get_host(berthd, scratch):
+    ws = Workspace.create(name=unique("pv"))
+    port = free_port()
+    with open(f"{scratch}/index.html", "w") as f:
+        f.write("preview works")
+    server = ws.commands.run(f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1",
+                             background=True, cwd=scratch)
+    try:
+        host = ws.get_host(port)  # waits for the server to listen
+        assert host.startswith(f"{port}-{ws.name}.preview.localhost:")
+        private = ws.previews.create(port)
+        assert not private.public and private.token and private.link
+        assert private.host == host and private.link.startswith(private.url)
+        with localhost_names_to_loopback(), httpx.Client(follow_redirects=True,
+                                                         trust_env=False) as http:
+            page = http.get(private.link)  # the token becomes a cookie, then the page
+            assert page.status_code == 200 and page.text == "preview works"
+            assert str(page.url) == private.url
+            assert ws.previews.revoke(private.id).status == "revoked"
+            http.cookies.clear()
+            assert http.get(private.link).status_code in (401, 403, 404)
+            public = ws.previews.create(port, public=True, expires_in="2h")
+            assert public.public and public.token is None
+            assert {p.id for p in ws.previews.list()} >= {private.id, public.id}
+            page = http.get(public.url, headers={"X-Berth-Skip-Interstitial": "1"})
+            assert page.status_code == 200 and page.text == "preview works"
+        with pytest.raises(NotFoundError):
+            ws.previews.revoke("pv_0000000000000000")
+        with pytest.raises(TimeoutError):
+            ws.get_host(free_port(), request_timeout=1.5)  # nothing listens there
+    finally:
+        server.kill()
+
+
+def test_e2b_quick_start_ported(berthd, scratch):
+    """E2B's quick start (create, run a command, write and read a file, run a server and
+    fetch it through its host), with `from e2b import Sandbox` changed to `from berth import
+    Workspace` and Sandbox to Workspace. The rest is E2B's code but for what this host needs:
+    a free port instead of 3000 (the "guest" is this host), python3 for python, a scratch
+    path, http (the test's berthd has no TLS), and the fetch, which opens the private preview
+    with its link (E2B's hosts are public)."""
+    from berth import Workspace  # was: from e2b import Sandbox
+
+    port = free_port()
+    # --- E2B's example, class name changed -------------------------------------------------
+    sandbox = Workspace.create()
+    result = sandbox.commands.run('echo "Hello from E2B!"')
+    print(result.stdout)
+    sandbox.files.write(f"{scratch}/hello.txt", "Hello, world!")
+    content = sandbox.files.read(f"{scratch}/hello.txt")
+    process = sandbox.commands.run(f"python3 -m http.server {port}", background=True, cwd=scratch)
+    host = sandbox.get_host(port)
+    url = f"http://{host}"
+    print("Server started at:", url)
+    # --- checks ------------------------------------------------------------------------------
+    assert result.stdout == "Hello from E2B!\n"
+    assert content == "Hello, world!"
+    link = sandbox.previews.create(port).link
+    assert link.startswith(url + "/")
+    with localhost_names_to_loopback(), httpx.Client(follow_redirects=True,
+                                                     trust_env=False) as http:
+        page = http.get(link)
+    assert page.status_code == 200 and "hello.txt" in page.text
+    process.kill()
+    sandbox.delete()

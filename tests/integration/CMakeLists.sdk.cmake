@@ -1,0 +1,17 @@
+# The Python SDK (sdk/python, issue 16) against the real berthd on --transport unix (a host
+# berth-agent per workspace, no VM): every method of Workspace and AsyncWorkspace, errors by
+# type, Retry-After and deadlines (stand-in servers), a stream cut by a stop, 64 MiB up and down
+# with the client's peak RSS flat, E2B's quick start ported. On Debian's interpreter and
+# packages (python3-httpx, python3-pytest: scripts/setup). About 40 s plain; the ASan berthd is
+# slower.
+add_test(NAME integration_sdk_python
+         COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider tests
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/python)
+set_tests_properties(integration_sdk_python PROPERTIES TIMEOUT 1200 LABELS integration
+  ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>;PYTHONDONTWRITEBYTECODE=1")
+
+# mypy --strict on the package (Debian's mypy; no cache left in the tree).
+add_test(NAME lint_sdk_python_mypy
+         COMMAND mypy --strict --cache-dir=/dev/null berth
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/python/src)
+set_tests_properties(lint_sdk_python_mypy PROPERTIES TIMEOUT 300 LABELS lint)
