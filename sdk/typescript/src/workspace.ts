@@ -1,0 +1,296 @@
+// Workspace: one Berth VM, its lifecycle, and its commands, files and previews.
+
+import { randomBytes } from 'node:crypto';
+import { ApiClient, CallOptions, ConnectionOptions, wsPath } from './client.js';
+import { Commands } from './commands.js';
+import { ConflictError, InvalidArgumentError, NotFoundError, TimeoutError } from './errors.js';
+import { Files } from './files.js';
+import { Previews } from './previews.js';
+
+export type WorkspaceState = 'creating' | 'starting' | 'running' | 'stopping' | 'stopped' |
+  'hibernating' | 'hibernated' | 'deleting' | 'error';
+
+/** A workspace as berthd returns it (docs/api.md, "Workspaces"); fields as on the wire. */
+export interface WorkspaceInfo {
+  id: string;
+  name: string;
+  tenant: string;
+  image: string;
+  image_version: string;
+  size: string;
+  cpus: number;
+  memory_mib: number;
+  disk_gib: number;
+  idle_timeout: number;
+  idle_action: 'stop' | 'hibernate' | string;
+  max_runtime: number | null;
+  auto_start: boolean;
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  state: WorkspaceState;
+  error: string | null;
+  transport: string;
+  created_at: string;
+  updated_at: string;
+  started_at: string | null;
+  last_active_at: string | null;
+  network?: { egress: string; allow: string[] };
+  awake?: { reasons: string[]; idle_at: string | null };
+}
+
+/** A listening port as GET …/ports reports it. */
+export interface ListeningPort {
+  port: number;
+  address: string;
+  preview_url?: string;
+  [key: string]: unknown;
+}
+
+/** A duration: seconds, or a string such as "90s", "30m", "2h", "1d". */
+export type Duration = number | string;
+
+export interface CreateOptions extends ConnectionOptions, CallOptions {
+  /** Unique in the tenant; default `ws-` and 8 random hex digits. */
+  name?: string;
+  /** Default `base`. */
+  image?: string;
+  /** `small`, `medium`, ... (default `small`). */
+  size?: string;
+  /** Idle time before `idleAction` (default 1800 s). */
+  idleTimeout?: Duration;
+  idleAction?: 'stop' | 'hibernate';
+  maxRuntime?: Duration;
+  autoStart?: boolean;
+  env?: Record<string, string>;
+  labels?: Record<string, string>;
+  network?: { egress?: 'open' | 'none' | 'allowlist'; allow?: string[] };
+  /** Return only once it runs (default true), waiting with berthd's POST …/wait. */
+  wait?: boolean;
+  /** How long to wait for it to run (default 300 000 ms). */
+  waitTimeoutMs?: number;
+}
+
+export interface ListOptions extends ConnectionOptions, CallOptions {
+  state?: WorkspaceState;
+  /** `key=value`, or an object of one or more labels (all must match). */
+  label?: string | Record<string, string>;
+  /** Page size (berthd's default when left out). */
+  limit?: number;
+}
+
+const kDefaultWaitMs = 300_000;
+
+/** Seconds from a Duration ("90s", "30m", "2h", "1d", or a number of seconds). */
+export function toSeconds(d: Duration): number {
+  if (typeof d === 'number') return Math.round(d);
+  const m = /^\s*(\d+)\s*(s|m|h|d)?\s*$/.exec(d);
+  if (!m) throw new InvalidArgumentError(`not a duration: '${d}' (want 90s, 30m, 2h, 1d)`, { code: 'invalid_argument' });
+  const unit = { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+  return Number(m[1]) * unit;
+}
+
+function callOf(o: CallOptions): CallOptions {
+  const c: CallOptions = {};
+  if (o.requestTimeoutMs !== undefined) c.requestTimeoutMs = o.requestTimeoutMs;
+  if (o.signal !== undefined) c.signal = o.signal;
+  return c;
+}
+
+export class Workspace {
+  /** Its commands: run, background processes, list, connect. */
+  readonly commands: Commands;
+  /** Its files: read, write, list, upload, download, ... */
+  readonly files: Files;
+  /** Its preview links. */
+  readonly previews: Previews;
+  private data: WorkspaceInfo;
+
+  private constructor(private readonly client: ApiClient, info: WorkspaceInfo) {
+    this.data = info;
+    this.commands = new Commands(client, info.id);
+    this.files = new Files(client, info.id);
+    this.previews = new Previews(client, info.id);
+  }
+
+  get id(): string { return this.data.id; }
+  get name(): string { return this.data.name; }
+  /** The state when last seen (info() refreshes it). */
+  get state(): WorkspaceState { return this.data.state; }
+  /** What berthd last said about it. */
+  get lastInfo(): WorkspaceInfo { return this.data; }
+
+  /** Creates a workspace and (unless `wait: false`) waits until it runs. Safe to retry: the
+   * request carries an Idempotency-Key, so a retry after a lost answer makes no second one. */
+  static async create(options: CreateOptions = {}): Promise<Workspace> {
+    const client = new ApiClient(options);
+    const body: Record<string, unknown> = { name: options.name ?? `ws-${randomBytes(4).toString('hex')}` };
+    if (options.image !== undefined) body.image = options.image;
+    if (options.size !== undefined) body.size = options.size;
+    if (options.idleTimeout !== undefined) body.idle_timeout = toSeconds(options.idleTimeout);
+    if (options.idleAction !== undefined) body.idle_action = options.idleAction;
+    if (options.maxRuntime !== undefined) body.max_runtime = toSeconds(options.maxRuntime);
+    if (options.autoStart !== undefined) body.auto_start = options.autoStart;
+    if (options.env !== undefined) body.env = options.env;
+    if (options.labels !== undefined) body.labels = options.labels;
+    if (options.network !== undefined) body.network = options.network;
+    const info = await client.json<WorkspaceInfo>({
+      method: 'POST', path: '/v1/workspaces', json: body, idempotencyKey: true, ...callOf(options),
+    });
+    const ws = new Workspace(client, info);
+    if (options.wait !== false) await ws.waitFor('running', options.waitTimeoutMs, options.signal);
+    return ws;
+  }
+
+  /** A workspace by id or name; a stopped or hibernated one is started, and it is returned
+   * once it runs (`wait: false`: at once). */
+  static async connect(nameOrId: string,
+                       options: ConnectionOptions & CallOptions & { wait?: boolean; waitTimeoutMs?: number } = {}): Promise<Workspace> {
+    const client = new ApiClient(options);
+    const info = await client.json<WorkspaceInfo>({ method: 'GET', path: wsPath(nameOrId), ...callOf(options) });
+    const ws = new Workspace(client, info);
+    if (info.state === 'stopped' || info.state === 'hibernated') {
+      ws.data = await client.json<WorkspaceInfo>({ method: 'POST', path: wsPath(info.id, '/start'), ...callOf(options) });
+    }
+    if (options.wait !== false && ws.state !== 'running') {
+      await ws.waitFor('running', options.waitTimeoutMs, options.signal);
+    }
+    return ws;
+  }
+
+  /** connect(name), or create({...options, name}) when there is none. */
+  static async getOrCreate(name: string, options: Omit<CreateOptions, 'name'> = {}): Promise<Workspace> {
+    try {
+      return await Workspace.connect(name, options);
+    } catch (e) {
+      if (!(e instanceof NotFoundError)) throw e;
+    }
+    try {
+      return await Workspace.create({ ...options, name });
+    } catch (e) {
+      // Another caller made it between the two calls.
+      if (e instanceof ConflictError && e.code === 'already_exists') return Workspace.connect(name, options);
+      throw e;
+    }
+  }
+
+  /** Every workspace of the key's tenant (optionally by state and labels), page after page. */
+  static async *list(options: ListOptions = {}): AsyncGenerator<WorkspaceInfo> {
+    const client = new ApiClient(options);
+    const labels = typeof options.label === 'string' ? [options.label]
+      : Object.entries(options.label ?? {}).map(([k, v]) => `${k}=${v}`);
+    let after: string | null = null;
+    do {
+      const params = new URLSearchParams();
+      if (options.state) params.set('state', options.state);
+      for (const l of labels) params.append('label', l);
+      if (options.limit !== undefined) params.set('limit', String(options.limit));
+      if (after) params.set('after', after);
+      const query = params.toString();
+      const page: { workspaces: WorkspaceInfo[]; next: string | null } = await client.json({
+        method: 'GET', path: `/v1/workspaces${query ? `?${query}` : ''}`, ...callOf(options),
+      });
+      yield* page.workspaces;
+      after = page.next;
+    } while (after);
+  }
+
+  /** Waits (berthd's POST …/wait, no polling) until it is in `state`; ConflictError if it
+   * lands in `error` or a state it cannot leave by itself, TimeoutError after `timeoutMs`. */
+  async waitFor(state: WorkspaceState, timeoutMs = kDefaultWaitMs, signal?: AbortSignal): Promise<WorkspaceInfo> {
+    const timeoutS = Math.max(1, Math.ceil(timeoutMs / 1000));
+    const call: CallOptions = { requestTimeoutMs: timeoutS * 1000 + this.client.requestTimeoutMs };
+    if (signal) call.signal = signal;
+    this.data = await this.client.json<WorkspaceInfo>({
+      method: 'POST', path: wsPath(this.id, '/wait'), json: { state, timeout_s: timeoutS }, ...call,
+    });
+    return this.data;
+  }
+
+  /** Fresh information from berthd. */
+  async info(options: CallOptions = {}): Promise<WorkspaceInfo> {
+    this.data = await this.client.json<WorkspaceInfo>({ method: 'GET', path: wsPath(this.id), ...options });
+    return this.data;
+  }
+
+  private async lifecycle(action: string, body: unknown, target: WorkspaceState,
+                          options: CallOptions & { wait?: boolean; waitTimeoutMs?: number }): Promise<WorkspaceInfo> {
+    this.data = await this.client.json<WorkspaceInfo>({
+      method: 'POST', path: wsPath(this.id, `/${action}`), ...(body === undefined ? {} : { json: body }),
+      ...callOf(options),
+    });
+    if (options.wait !== false && this.data.state !== target) {
+      return this.waitFor(target, options.waitTimeoutMs, options.signal);
+    }
+    return this.data;
+  }
+
+  /** Starts it (a hibernated one resumes) and waits until it runs. */
+  start(options: CallOptions & { wait?: boolean; waitTimeoutMs?: number } = {}): Promise<WorkspaceInfo> {
+    return this.lifecycle('start', undefined, 'running', options);
+  }
+
+  /** Stops it (ACPI power-off; `force`: at once) and waits until it is stopped. */
+  stop(options: CallOptions & { force?: boolean; wait?: boolean; waitTimeoutMs?: number } = {}): Promise<WorkspaceInfo> {
+    return this.lifecycle('stop', options.force ? { force: true } : undefined, 'stopped', options);
+  }
+
+  /** Saves its memory and processes to disk and waits until it is hibernated. */
+  hibernate(options: CallOptions & { wait?: boolean; waitTimeoutMs?: number } = {}): Promise<WorkspaceInfo> {
+    return this.lifecycle('hibernate', undefined, 'hibernated', options);
+  }
+
+  /** Deletes it: domain and disks are removed in the background (berthd answers `deleting`). */
+  async delete(options: CallOptions = {}): Promise<void> {
+    this.data = await this.client.json<WorkspaceInfo>({ method: 'DELETE', path: wsPath(this.id), ...options });
+  }
+
+  /** E2B's name for delete(). */
+  kill(options: CallOptions = {}): Promise<void> {
+    return this.delete(options);
+  }
+
+  /** Sets what happens when it is idle: after `timeout` (a Duration), `action`. */
+  async setIdle(idle: { timeout?: Duration; action?: 'stop' | 'hibernate' }, options: CallOptions = {}): Promise<WorkspaceInfo> {
+    const body: Record<string, unknown> = {};
+    if (idle.timeout !== undefined) body.idle_timeout = toSeconds(idle.timeout);
+    if (idle.action !== undefined) body.idle_action = idle.action;
+    this.data = await this.client.json<WorkspaceInfo>({ method: 'PATCH', path: wsPath(this.id), json: body, ...options });
+    return this.data;
+  }
+
+  /** The TCP ports listening in the workspace (GET …/ports), each with its preview URL. */
+  async ports(options: CallOptions = {}): Promise<ListeningPort[]> {
+    const answer = await this.client.json<{ ports: ListeningPort[] }>({ method: 'GET', path: wsPath(this.id, '/ports'), ...options });
+    return answer.ports;
+  }
+
+  /** Waits until something listens on `port` in the workspace (a server started in the
+   * background takes a moment); TimeoutError after `timeoutMs` (default 60 000). Returns
+   * `port`. Asks every 100 ms: the agent has no event for it. */
+  async waitForPort(port: number, options: CallOptions & { timeoutMs?: number } = {}): Promise<number> {
+    const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+    for (;;) {
+      const call: CallOptions = { requestTimeoutMs: Math.max(1, Math.min(this.client.requestTimeoutMs, deadline - Date.now())) };
+      if (options.signal) call.signal = options.signal;
+      if ((await this.ports(call)).some((p) => p.port === port)) return port;
+      if (Date.now() + 100 > deadline) {
+        throw new TimeoutError(`nothing listens on port ${port} in ${this.name} after ${options.timeoutMs ?? 60_000} ms`,
+                               { code: 'deadline_exceeded', retryable: true });
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** The host of `port`'s preview, `{port}-{name}.{preview domain}[:port]` (no scheme), where
+   * a request with a preview token, the tenant's API key, or to a public preview reaches the
+   * server on that port. The domain is `previewDomain` / `$BERTH_PREVIEW_DOMAIN` (it may carry
+   * a port), else `preview.localhost` on berthd's own port. */
+  getHost(port: number): string {
+    let domain = this.client.previewDomain;
+    if (!/:\d+$/.test(domain)) {
+      const api = new URL(this.client.apiUrl);
+      if (api.port) domain += `:${api.port}`;
+    }
+    return `${port}-${this.name}.${domain}`;
+  }
+}
