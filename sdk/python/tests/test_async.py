@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from berth import AsyncWorkspace, CommandExitError, NotFoundError, Workspace
+from berth import AsyncWorkspace, CommandExitError, NotFoundError
 from conftest import unique
 
 

@@ -1,7 +1,6 @@
 """ws.previews and ws.get_host, and E2B's quick start ported to Berth."""
 
 import contextlib
-import os
 import socket
 import sys
 

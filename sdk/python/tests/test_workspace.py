@@ -1,6 +1,5 @@
 """Workspace's lifecycle, configuration, listing and error mapping against a real berthd."""
 
-import os
 
 import pytest
 

@@ -17,6 +17,7 @@ RULES = [
     (r"from \._sync import Connection", "from ._async import AsyncConnection as Connection"),
     (r"\bIterator\[", "AsyncIterator["),
     (r"from typing import IO, Any,", "from typing import IO, Any, AsyncIterator,"),
+    (r"(from typing import .*), Iterator,", r"\1,"),
     (r"\bclass CommandHandle\b", "class AsyncCommandHandle"),
     (r"\bclass Commands\b", "class AsyncCommands"),
     (r"\bclass Files\b", "class AsyncFiles"),

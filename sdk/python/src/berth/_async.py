@@ -7,7 +7,7 @@ from typing import Any, AsyncIterator, Dict, List, Optional, TypeVar
 
 import httpx
 
-from . import _core
+from ._api import Core
 from ._core import (CHUNK, Await, Blocking, Close, Config, Emit, Op, Read, Reply, Send, Sleep,
                     UploadBody)
 from ._driver import ERROR_BODY_LIMIT, WRAPPED, build, client_args, wrap
@@ -52,7 +52,7 @@ class AsyncConnection:
     made from it. Use it from one event loop."""
 
     def __init__(self, config: Config) -> None:
-        self.core = _core.Core(config)
+        self.core = Core(config)
         self.client = httpx.AsyncClient(**client_args(config))
 
     async def close(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Dict, Generator, Iterator, List, Optional, TypeVar
 
 import httpx
 
-from . import _core
+from ._api import Core
 from ._core import (CHUNK, Await, Blocking, Close, Config, Emit, Op, Read, Reply, Send, Sleep,
                     UploadBody)
 from ._driver import ERROR_BODY_LIMIT, WRAPPED, build, client_args, wrap
@@ -45,7 +45,7 @@ class Connection:
     by the Workspace objects made from it. Safe to use from several threads."""
 
     def __init__(self, config: Config) -> None:
-        self.core = _core.Core(config)
+        self.core = Core(config)
         self.client = httpx.Client(**client_args(config))
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ driver; AsyncWorkspace (aworkspace.py) has the same methods, awaited.
 
 from __future__ import annotations
 
-from typing import IO, Any, AsyncIterator, Dict, Iterable, Iterator, List, Literal, Optional, Sequence, Union, overload
+from typing import IO, Any, AsyncIterator, Dict, Iterable, List, Literal, Optional, Sequence, Union, overload
 
 from . import _core
 from ._core import Callback, check_result, command_deadline, create_body, resolve_config
