@@ -295,7 +295,9 @@ export async function* readChunks(response: Response, idleMs: number, signal?: A
     }
   } catch (e) {
     if (signal?.aborted) throw signal.reason;
-    throw wrapError(e, undefined, what);
+    if (e instanceof BerthError) throw e;
+    // The connection broke mid-answer: berthd went away, or the workspace stopped under it.
+    throw wrapError(e, undefined, `${what}: the stream broke before its end (did the workspace stop?)`);
   } finally {
     reader.cancel().catch(() => {});
     reader.releaseLock();

@@ -3,7 +3,7 @@
 // handle to wait for, kill, feed, or find again later by pid or tag.
 
 import { ApiClient, CallOptions, readNdjson, wsPath } from './client.js';
-import { BerthError, CommandExitError, CommandResult, InvalidArgumentError } from './errors.js';
+import { BerthError, CommandExitError, CommandResult, InvalidArgumentError, TimeoutError } from './errors.js';
 
 export interface RunOptions extends CallOptions {
   /** Start it and return a CommandHandle at once. */
@@ -123,7 +123,8 @@ export class CommandHandle {
     });
     deadline.done();
     const whole = AbortSignal.timeout(timeout);
-    const signal = options.signal ? anySignal([options.signal, whole]) : whole;
+    const joined = options.signal ? anySignal([options.signal, whole]) : { signal: whole, dispose: () => {} };
+    const signal = joined.signal;
     try {
       const ended = await consume(readNdjson(response, this.client.streamIdleTimeoutMs, signal,
                                              `process ${this.pid}'s output`),
@@ -134,10 +135,12 @@ export class CommandHandle {
       }
     } catch (e) {
       if (whole.aborted && !options.signal?.aborted) {
-        throw new BerthError(`process ${this.pid} still runs after ${timeout} ms (requestTimeoutMs)`,
-                             { code: 'deadline_exceeded', retryable: true });
+        throw new TimeoutError(`process ${this.pid} still runs after ${timeout} ms (requestTimeoutMs)`,
+                               { code: 'deadline_exceeded', retryable: true });
       }
       throw e;
+    } finally {
+      joined.dispose();
     }
     this.stdout = result.stdout;
     this.stderr = result.stderr;
@@ -171,16 +174,23 @@ export class CommandHandle {
   }
 }
 
-function anySignal(signals: AbortSignal[]): AbortSignal {
+// One signal that aborts when any of `signals` does; dispose() removes the listeners.
+function anySignal(signals: AbortSignal[]): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
+  const listeners: Array<[AbortSignal, () => void]> = [];
   for (const s of signals) {
     if (s.aborted) {
       controller.abort(s.reason);
       break;
     }
-    s.addEventListener('abort', () => controller.abort(s.reason), { once: true });
+    const onAbort = () => controller.abort(s.reason);
+    s.addEventListener('abort', onAbort, { once: true });
+    listeners.push([s, onAbort]);
   }
-  return controller.signal;
+  return {
+    signal: controller.signal,
+    dispose: () => { for (const [s, l] of listeners) s.removeEventListener('abort', l); },
+  };
 }
 
 export class Commands {

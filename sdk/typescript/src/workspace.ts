@@ -148,7 +148,11 @@ export class Workspace {
     const client = new ApiClient(options);
     const info = await client.json<WorkspaceInfo>({ method: 'GET', path: wsPath(nameOrId), ...callOf(options) });
     const ws = new Workspace(client, info);
-    if (info.state === 'stopped' || info.state === 'hibernated') {
+    // One on its way down is let land first: start is refused while it stops.
+    if (info.state === 'stopping' || info.state === 'hibernating') {
+      await ws.waitFor(info.state === 'stopping' ? 'stopped' : 'hibernated', options.waitTimeoutMs, options.signal);
+    }
+    if (ws.state === 'stopped' || ws.state === 'hibernated') {
       ws.data = await client.json<WorkspaceInfo>({ method: 'POST', path: wsPath(info.id, '/start'), ...callOf(options) });
     }
     if (options.wait !== false && ws.state !== 'running') {

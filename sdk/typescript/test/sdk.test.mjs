@@ -8,8 +8,8 @@ import { after, before, describe, test } from 'node:test';
 import './localhost_dns.mjs';
 import { startBerthd, waitFor } from './harness.mjs';
 import {
-  AuthError, BerthError, CommandExitError, ConflictError, InvalidArgumentError, NotFoundError,
-  TimeoutError, UnavailableError, Workspace,
+  AuthError, BerthError, CommandExitError, ConflictError, ForbiddenError, InvalidArgumentError,
+  NotFoundError, RateLimitError, TimeoutError, UnavailableError, Workspace,
 } from '../dist/index.js';
 
 let berthd;
@@ -170,6 +170,7 @@ describe('commands', () => {
     assert.equal((await h.wait()).exitCode, 0);
 
     const server = await ws.commands.run('sleep 300', { background: true, tag: 'sdk-sleeper' });
+    await assert.rejects(server.wait({ requestTimeoutMs: 300 }), TimeoutError);
     assert.equal(await server.kill(), true);
     const ended = await server.wait({ check: false });
     assert.equal(ended.signal, 'KILL');
@@ -195,14 +196,17 @@ describe('commands', () => {
     await assert.rejects(w.commands.run('sleep 5'), (e) => e instanceof TimeoutError && e.retryable);
   });
 
-  test('a workspace stopped mid-stream ends the stream with an error within 10 s', async () => {
+  test('a workspace stopped mid-stream ends the stream with an error within 10 s; connect starts it again', async () => {
     const w = await Workspace.create({ ...conn, name: 'sdk-stop-mid' });
     const running = w.commands.run('sleep 120');
     await waitFor('the sleep to run', async () => (await w.commands.list()).some((p) => p.status === 'running'));
     const t0 = Date.now();
     await w.stop({ force: true, wait: false });
-    await assert.rejects(running, (e) => e instanceof BerthError);
+    await assert.rejects(running, (e) => e instanceof UnavailableError && /stream broke/.test(e.message));
     assert.ok(Date.now() - t0 < 10_000, `the stream ended ${Date.now() - t0} ms after the stop`);
+    // connect() on one still stopping lets it land, then starts it.
+    const again = await Workspace.connect('sdk-stop-mid', conn);
+    assert.equal(again.state, 'running');
     await w.delete();
   });
 });
@@ -265,7 +269,7 @@ describe('previews', () => {
 });
 
 describe('errors', () => {
-  test('404, 401, 409 and 400 map to their types with code, status and retryable', async () => {
+  test('404, 401, 403, 409 and 400 map to their types with code, status and retryable', async () => {
     await assert.rejects(Workspace.connect('no-such-workspace', conn), (e) => {
       assert.ok(e instanceof NotFoundError && e instanceof BerthError);
       assert.equal(e.status, 404);
@@ -279,6 +283,13 @@ describe('errors', () => {
                          (e) => e instanceof ConflictError && e.status === 409 && e.code === 'already_exists');
     await assert.rejects(Workspace.create({ ...conn, name: 'sdk-bad', idleAction: 'explode' }),
                          (e) => e instanceof InvalidArgumentError && e.status === 400 && e.code === 'invalid_argument');
+    // A read-scope key: GETs pass, a create is 403.
+    const made = await berthd.api('POST', '/v1/keys', { scope: 'read', name: 'sdk-read' });
+    assert.equal(made.status, 201);
+    const reader = { ...conn, apiKey: made.body.key };
+    assert.equal((await Workspace.connect('sdk-main', reader)).id, ws.id);
+    await assert.rejects(Workspace.create({ ...reader, name: 'sdk-denied' }),
+                         (e) => e instanceof ForbiddenError && e.status === 403 && e.code === 'permission_denied');
     await assert.rejects(ws.files.read(`${berthd.tmp}/missing`), NotFoundError);
     await assert.rejects(ws.commands.connect('no-such-tag'), NotFoundError);
   });
@@ -338,6 +349,25 @@ describe('transport', () => {
       await assert.rejects(Workspace.connect('x', { apiUrl: s.url, apiKey: 'k', requestTimeoutMs: 2000 }),
                            (e) => e instanceof UnavailableError && e.status === 503);
       assert.ok(Date.now() - t0 < 4000);
+    } finally {
+      s.close();
+    }
+  });
+
+  test('a 429 whose Retry-After outlasts the deadline: RateLimitError, retryable, with details', async () => {
+    const s = await standIn((req, res) => {
+      res.writeHead(429, { 'Retry-After': '5', 'Content-Type': 'application/json' });
+      res.end('{"error":{"code":"too_many_connections","message":"this key has 256 open connections","details":{"limit":256}}}');
+    });
+    try {
+      await assert.rejects(Workspace.connect('x', { apiUrl: s.url, apiKey: 'k', requestTimeoutMs: 1000 }), (e) => {
+        assert.ok(e instanceof RateLimitError);
+        assert.equal(e.code, 'too_many_connections');
+        assert.equal(e.retryable, true);
+        assert.deepEqual(e.details, { limit: 256 });
+        return true;
+      });
+      assert.equal(s.seen.length, 1);
     } finally {
       s.close();
     }
