@@ -17,7 +17,7 @@ class Stub:
     """An HTTP server answering from a script of (status, headers, body, delay) per request."""
 
     def __init__(self, script):
-        self.script, self.seen = list(script), []
+        self.script, self.seen, self.bodies = list(script), [], []
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -25,8 +25,17 @@ class Stub:
                 pass
 
             def answer(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(n)
+                if self.headers.get("Transfer-Encoding") == "chunked":
+                    body = b""
+                    while True:
+                        size = int(self.rfile.readline().strip(), 16)
+                        chunk = self.rfile.read(size + 2)[:size]
+                        if size == 0:
+                            break
+                        body += chunk
+                else:
+                    body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                stub.bodies.append(body)
                 stub.seen.append((self.command, self.path, dict(self.headers)))
                 status, headers, body, delay = (stub.script.pop(0) if stub.script
                                                 else (500, {}, {}, 0))
@@ -75,6 +84,18 @@ def test_retry_after_is_waited_out_for_idempotent_calls_only():
         Workspace.create(name="stub", url=stub.url, api_key="k", wait=False)
         keys = [s[2].get("Idempotency-Key") for s in stub.seen[3:]]
         assert len(keys) == 2 and keys[0] and keys[0] == keys[1]
+        # An upload from a seekable file is sent again from its start; one from an iterator
+        # (gone once sent) is not.
+        import io
+        entry = {"name": "f", "path": "/f", "type": "file", "size": 4, "mode": "0644"}
+        stub.script[:] = [WAKING, (201, {}, entry, 0)]
+        ws.files.upload("/f", io.BytesIO(b"data"))
+        assert [s[0] for s in stub.seen[5:]] == ["PUT", "PUT"]
+        assert stub.bodies[-1] == b"data" and stub.bodies[-2] == b"data"
+        stub.script[:] = [WAKING]
+        with pytest.raises(UnavailableError):
+            ws.files.upload("/f", iter([b"da", b"ta"]))
+        assert [s[0] for s in stub.seen[7:]] == ["PUT"]
         # A Retry-After longer than what is left of the deadline is not waited for.
         stub.script[:] = [(503, {"Retry-After": "5"}, {"error": {"code": "unavailable",
                                                                  "message": "x"}}, 0)]

@@ -113,17 +113,16 @@ class UploadBody:
             except (AttributeError, OSError, ValueError):
                 self.start = None
 
-    def rewind(self) -> bool:
-        """Makes the body ready to be sent (again); False when it cannot be sent again."""
-        if not self.used:
-            self.used = True
-            return True
-        if isinstance(self.source, (bytes, bytearray, memoryview)):
-            return True
-        if self.start is not None:
+    def resendable(self) -> bool:
+        """Whether the body can be sent again from its start (bytes, a seekable file)."""
+        return isinstance(self.source, (bytes, bytearray, memoryview)) or self.start is not None
+
+    def rewind(self) -> None:
+        """Makes the body ready to be sent (again): a seekable file goes back to where it
+        started. Only called for a body that has not been sent or is resendable."""
+        if self.used and self.start is not None:
             self.source.seek(self.start)
-            return True
-        return False
+        self.used = True
 
 
 @dataclass
@@ -304,9 +303,11 @@ class CoreBase:
         (twice), but only for a replayable request and while the deadline leaves room. Any
         other non-2xx answer raises its typed error."""
         failures = 0
+        # A body read from an iterator is gone once sent: such a request is not sent again.
+        replayable = req.replayable and (req.body is None or req.body.resendable())
         while True:
-            if req.body is not None and not req.body.rewind():
-                req.replayable = False
+            if req.body is not None:
+                req.body.rewind()
             left = deadline.remaining()
             if left is not None and left <= 0:
                 raise TimeoutError(f"{req.what}: request_timeout ({deadline.seconds:g} s) ran out",
@@ -320,7 +321,7 @@ class CoreBase:
             try:
                 reply: Reply = yield Send(req, timeouts)
             except UnavailableError as e:
-                if (e.status is None and req.replayable and failures < 2
+                if (e.status is None and replayable and failures < 2
                         and deadline.allows(0.25 * (failures + 1))):
                     failures += 1
                     yield Sleep(0.25 * failures)
@@ -336,7 +337,7 @@ class CoreBase:
                 raise
             if 200 <= reply.status < 300:
                 return reply
-            if reply.status in (429, 503) and req.replayable:
+            if reply.status in (429, 503) and replayable:
                 delay = retry_after(reply.headers.get("retry-after"))
                 if delay is not None and deadline.allows(delay):
                     yield Sleep(delay)

@@ -96,8 +96,9 @@ class AsyncCommands:
         """Runs `cmd` (a string for /bin/sh -c, or an argv list). Waits for its end and
         answers a CommandResult (CommandExitError on a non-zero exit unless check=False), or
         with background=True answers a CommandHandle at once. `timeout`: how long the command
-        may run (the agent kills it after; None: no limit). `request_timeout`: how long the
-        client waits (default: timeout + 30 s; with no timeout, as long as the stream lives)."""
+        may run (the agent kills it after; default 60 s, but no limit for a background one
+        unless given; None: no limit). `request_timeout`: how long the client waits (default:
+        timeout + 30 s; with no timeout, as long as the stream lives)."""
         conn = self._ws._conn
         body = conn.core.exec_body(cmd, None if background and timeout ==
                                    _core.DEFAULT_COMMAND_TIMEOUT else timeout,
