@@ -55,10 +55,17 @@ export async function startBerthd({ config } = {}) {
   proc.on('exit', (code, signal) => { exited = { code, signal }; });
   const addrFile = path.join(data, 'listen.addr');
   const keyFile = path.join(data, 'admin.key');
-  await waitFor('berthd to write listen.addr and admin.key', () => {
-    if (exited) throw new Error(`berthd exited: ${JSON.stringify(exited)}\n${readTrimmed(logFile)}`);
-    return readTrimmed(addrFile) && readTrimmed(keyFile);
-  }, 60_000);
+  try {
+    await waitFor('berthd to write listen.addr and admin.key', () => {
+      if (exited) throw new Error(`berthd exited: ${JSON.stringify(exited)}\n${readTrimmed(logFile)}`);
+      return readTrimmed(addrFile) && readTrimmed(keyFile);
+    }, 60_000);
+  } catch (e) {
+    // No caller gets a handle to stop it: clean up here.
+    if (!exited) proc.kill('SIGKILL');
+    fs.rmSync(tmp, { recursive: true, force: true });
+    throw e;
+  }
   const url = readTrimmed(addrFile);
   const key = readTrimmed(keyFile);
 
