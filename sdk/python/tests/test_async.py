@@ -86,4 +86,4 @@ def test_generated_async_facade_is_current():
                  (aworkspace.AsyncPreviews, workspace.Previews),
                  (aworkspace.AsyncCommandHandle, workspace.CommandHandle)):
         assert {m for m in dir(a) if not m.startswith("_")} == \
-               {m for m in dir(s) if not m.startswith("_")} | set(), (a, s)
+               {m for m in dir(s) if not m.startswith("_")}, (a, s)
