@@ -50,8 +50,13 @@ Result<IssuedTicket> DesktopTickets::Issue(const std::string& tenant_id, const s
   t.mode = mode;
   t.expires_at = out.expires_at;
   std::lock_guard lock(mutex_);
-  if (by_hash_.size() >= kMaxTickets) DropExpiredLocked(now);
-  if (by_hash_.size() >= kMaxTickets) {
+  auto tenant_count = [&] {
+    size_t n = 0;
+    for (const auto& [hash, e] : by_hash_) n += e.ticket.tenant_id == tenant_id ? 1 : 0;
+    return n;
+  };
+  if (by_hash_.size() >= kMaxTickets || tenant_count() >= kMaxTicketsPerTenant) DropExpiredLocked(now);
+  if (by_hash_.size() >= kMaxTickets || tenant_count() >= kMaxTicketsPerTenant) {
     return Fail(ErrorCode::kResourceExhausted, "too many desktop tickets outstanding; try again in a minute");
   }
   std::string hash = t.hash;

@@ -26,8 +26,10 @@ namespace berth::desktop {
 
 // Long enough to open a page after asking for it; short enough that a leaked link is stale.
 inline constexpr std::chrono::seconds kTicketTtl{60};
-// Outstanding tickets at most (expired ones are dropped first): bounds what a write key costs.
+// Outstanding tickets at most (expired ones are dropped first): bounds what berthd holds.
 inline constexpr size_t kMaxTickets = 10000;
+// Per tenant: one tenant's keys cannot take every other tenant's tickets away.
+inline constexpr size_t kMaxTicketsPerTenant = 1000;
 
 enum class ViewerMode { kView, kControl };
 std::string_view ViewerModeName(ViewerMode mode);
@@ -52,7 +54,8 @@ class DesktopTickets {
   // `clock`: unix seconds (a fake one in unit tests).
   explicit DesktopTickets(std::function<int64_t()> clock) : clock_(std::move(clock)) {}
 
-  // A new ticket for `workspace_id`. resource_exhausted at kMaxTickets live ones.
+  // A new ticket for `workspace_id`. resource_exhausted at kMaxTickets live ones, or at
+  // kMaxTicketsPerTenant of `tenant_id`'s.
   Result<IssuedTicket> Issue(const std::string& tenant_id, const std::string& workspace_id,
                              const std::string& key_id, ViewerMode mode);
   // The ticket `secret` names while it can still be redeemed (to learn its tenant before the

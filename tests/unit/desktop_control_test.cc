@@ -65,6 +65,21 @@ TEST_CASE("a ticket is for its workspace only, and another workspace does not us
   CHECK_FALSE(tickets.Redeem("bk_not_a_ticket", "ws_a"));
 }
 
+TEST_CASE("one tenant cannot take every ticket: a cap per tenant, lifted as tickets expire") {
+  FakeClock clock;
+  DesktopTickets tickets(clock.Fn());
+  for (size_t i = 0; i < kMaxTicketsPerTenant; ++i) {
+    REQUIRE(tickets.Issue("greedy", "ws_a", "key_1", ViewerMode::kView));
+  }
+  auto refused = tickets.Issue("greedy", "ws_a", "key_1", ViewerMode::kView);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == ErrorCode::kResourceExhausted);
+  CHECK(tickets.Issue("other", "ws_b", "key_2", ViewerMode::kView));
+  clock.now += 60;
+  CHECK(tickets.Issue("greedy", "ws_a", "key_1", ViewerMode::kView));
+  CHECK(tickets.size() == 1);  // the expired ones were dropped, the other tenant's too
+}
+
 TEST_CASE("viewer modes parse strictly") {
   CHECK(ParseViewerMode("view").value() == ViewerMode::kView);
   CHECK(ParseViewerMode("control").value() == ViewerMode::kControl);
