@@ -44,6 +44,10 @@ def test_stop_start_hibernate_and_connect_wakes(berthd):
     woken = Workspace.connect(ws.name)  # starts it and waits
     assert woken.state == "running"
     assert ws.stop(force=True).state == "stopped"
+    # A call to a sleeping workspace wakes it (berthd holds the request meanwhile).
+    assert ws.commands.run("echo awake").stdout == "awake\n"
+    assert ws.info().state == "running"
+    ws.stop()
     assert ws.start().state == "running"
     assert ws.start().state == "running"  # asking for the state it is in is no error
     try:
