@@ -48,6 +48,22 @@ def _stand_in_image(data: str) -> None:
     os.symlink("v1", os.path.join(data, "images", "base", "current"))
 
 
+def _kill_leftover_agents(data: str) -> None:
+    """Agents of this berthd's workspaces that outlived it (berthd leaves agents running;
+    the cleanup above deletes the workspaces, but a test run cut short may not get there):
+    found by this run's own data directory in their command line, killed by pid."""
+    marker = (os.path.join(data, "workspaces") + "/").encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker in f.read():
+                    os.kill(int(pid), 9)
+        except OSError:
+            pass
+
+
 @pytest.fixture(scope="session")
 def berthd() -> Iterator[Berthd]:
     tmp = tempfile.mkdtemp(prefix="berth-sdk-test-")
@@ -96,6 +112,7 @@ def berthd() -> Iterator[Berthd]:
                 proc.kill()
                 proc.wait()
         logf.close()
+        _kill_leftover_agents(data)
         if proc.returncode not in (0, None):
             print(open(os.path.join(tmp, "berthd.log")).read()[-4000:])
         shutil.rmtree(tmp, ignore_errors=True)
