@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from berth import CommandExitError, NotFoundError, Workspace
+from berth import CommandExitError, InvalidArgumentError, NotFoundError, Workspace
 from conftest import unique
 
 
@@ -53,6 +53,9 @@ def test_callbacks_get_output_as_it_comes(ws):
 
 def test_stdin_env_cwd_user_and_binary_output(ws, scratch):
     assert ws.commands.run("cat", stdin="fed in").stdout == "fed in"
+    assert ws.commands.run("cat", stdin="bytes ok".encode()).stdout == "bytes ok"
+    with pytest.raises(InvalidArgumentError):
+        ws.commands.run("cat", stdin=b"\xff")
     assert ws.commands.run("echo $A-$B", env={"A": "1", "B": "2"}).stdout == "1-2\n"
     assert ws.commands.run("pwd", cwd=scratch).stdout == scratch + "\n"
     # Bytes that are not UTF-8 travel as data_b64 and come back replaced, not as an error.

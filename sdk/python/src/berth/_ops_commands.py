@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from ._core import (STREAM_IDLE_TIMEOUT, Callback, CoreBase, Deadline, LineSplitter, Op, Request,
                     _int_field, _maybe_await)
-from .errors import NotFoundError, UnavailableError, error_from_answer
+from .errors import InvalidArgumentError, NotFoundError, UnavailableError, error_from_answer
 from .types import CommandResult, Json, ProcessInfo
 
 
@@ -26,7 +26,12 @@ class CommandOps(CoreBase):
         if user:
             body["user"] = user
         if stdin is not None:
-            body["stdin"] = stdin.decode("utf-8") if isinstance(stdin, bytes) else stdin
+            try:  # the agent takes stdin as a JSON string
+                body["stdin"] = stdin.decode("utf-8") if isinstance(stdin, bytes) else stdin
+            except UnicodeDecodeError:
+                raise InvalidArgumentError(
+                    "stdin= must be UTF-8 text; send other bytes to a background command "
+                    "with send_stdin()", code="invalid_argument") from None
         if timeout:
             body["timeout_ms"] = int(timeout * 1000)
         if tag:
