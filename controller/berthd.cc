@@ -290,12 +290,6 @@ Status Daemon::Start() {
   // filtering resolver.
   topt.network_isolation = net.isolation;
   topt.passt_binary = net.passt_binary;
-  topt.debug_forwards = net.debug_forwards;
-  if (!net.debug_forwards.empty()) {
-    spdlog::warn("guest network: network.debug_forwards is set: {} guest port(s) of every VM forwarded from "
-                 "the host's 127.0.0.1 without Berth authentication (benchmarks and debugging only){}",
-                 net.debug_forwards.size(), config_.transport == "unix" ? "; the unix transport ignores it" : "");
-  }
   auto transport = workspace::MakeTransport(topt);
   if (!transport) return Fail(transport.error());
 
