@@ -200,11 +200,17 @@ describe('commands', () => {
 
   test('a workspace stopped mid-stream ends the stream with an error within 10 s; connect starts it again', async () => {
     const w = await Workspace.create({ ...conn, name: 'sdk-stop-mid' });
-    const running = w.commands.run('sleep 120');
+    // The stream may break while stop() is still answering: the rejection is
+    // caught at once (a later assert.rejects would see an unhandled rejection).
+    const running = w.commands.run('sleep 120').then(
+      () => assert.fail('the run of sleep 120 ended without an error'),
+      (e) => e,
+    );
     await waitFor('the sleep to run', async () => (await w.commands.list()).some((p) => p.status === 'running'));
     const t0 = Date.now();
     await w.stop({ force: true, wait: false });
-    await assert.rejects(running, (e) => e instanceof UnavailableError && /stream broke/.test(e.message));
+    const err = await running;
+    assert.ok(err instanceof UnavailableError && /stream broke/.test(err.message), `the run failed with ${err}`);
     assert.ok(Date.now() - t0 < 10_000, `the stream ended ${Date.now() - t0} ms after the stop`);
     // connect() on one still stopping lets it land, then starts it.
     const again = await Workspace.connect('sdk-stop-mid', conn);
