@@ -1,0 +1,131 @@
+// The v1 API as the page uses it: same origin, the session cookie, and the CSRF token (kept in
+// memory only) on every request that is not a GET or HEAD. Errors carry berthd's own message.
+
+export interface ApiErrorBody {
+  error?: { code?: string; message?: string; details?: Record<string, unknown> };
+}
+
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number, readonly code: string) {
+    super(message);
+  }
+}
+
+export interface Session {
+  id: string;
+  tenant: { id: string; name: string };
+  key: { id: string; prefix: string; scope: string };
+  created_at: string;
+  expires_at: string;
+  csrf_token: string;
+}
+
+export interface Awake {
+  reasons: string[];
+  idle_at: string | null;
+}
+
+export interface Workspace {
+  id: string;
+  name: string;
+  tenant: string;
+  image: string;
+  image_version?: string;
+  size: string;
+  cpus: number;
+  memory_mib: number;
+  disk_gib: number;
+  idle_timeout: number;
+  idle_action: string;
+  max_runtime: number | null;
+  auto_start: boolean;
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  state: string;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  started_at: string | null;
+  last_active_at: string | null;
+  awake?: Awake | null;
+}
+
+let csrfToken: string | null = null;
+// Called when berthd says the session is gone (401), so the app can show the sign-in form.
+let onSignedOut: () => void = () => {};
+
+export function setCsrfToken(token: string | null): void {
+  csrfToken = token;
+}
+
+export function onUnauthenticated(handler: () => void): void {
+  onSignedOut = handler;
+}
+
+export function csrfHeaders(method: string): Record<string, string> {
+  const m = method.toUpperCase();
+  return m === 'GET' || m === 'HEAD' || !csrfToken ? {} : { 'X-CSRF-Token': csrfToken };
+}
+
+/** What a failed answer means, in berthd's words when it gave them. */
+export function errorFromText(status: number, statusText: string, text: string): ApiError {
+  try {
+    const body = JSON.parse(text) as ApiErrorBody;
+    if (body.error?.message) return new ApiError(body.error.message, status, body.error.code ?? 'unknown');
+  } catch {
+    // Not JSON: a proxy's page or an empty body.
+  }
+  const snippet = text.trim().replace(/\s+/g, ' ').slice(0, 200);
+  const what = snippet && !snippet.startsWith('<') ? `: ${snippet}` : '';
+  return new ApiError(`berthd answered ${status} ${statusText}${what}`.trim(), status, 'unknown');
+}
+
+export function networkError(e: unknown): ApiError {
+  const why = e instanceof Error ? e.message : String(e);
+  return new ApiError(`Could not reach berthd (${why}). Check the connection and try again.`, 0, 'unavailable');
+}
+
+export interface CallOptions {
+  body?: unknown;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+  /** Do not treat a 401 as "signed out" (the sign-in call itself). */
+  quiet401?: boolean;
+}
+
+export async function call<T>(method: string, path: string, options: CallOptions = {}): Promise<T> {
+  const headers: Record<string, string> = { Accept: 'application/json', ...csrfHeaders(method), ...options.headers };
+  let body: BodyInit | undefined;
+  if (options.body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    body = JSON.stringify(options.body);
+  }
+  let r: Response;
+  try {
+    r = await fetch(path, { method, headers, body, credentials: 'same-origin', signal: options.signal });
+  } catch (e) {
+    if (e instanceof DOMException && e.name === 'AbortError') throw e;
+    throw networkError(e);
+  }
+  const text = await r.text();
+  if (!r.ok) {
+    const err = errorFromText(r.status, r.statusText, text);
+    if (r.status === 401 && !options.quiet401) onSignedOut();
+    throw err;
+  }
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+export function wsPath(ws: string, rest = ''): string {
+  return `/v1/workspaces/${encodeURIComponent(ws)}${rest}`;
+}
+
+/** The files route of an absolute guest path. */
+export function filePath(ws: string, path: string): string {
+  return wsPath(ws, '/files' + path.split('/').map(encodeURIComponent).join('/'));
+}
+
+export function errorMessage(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

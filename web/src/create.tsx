@@ -1,0 +1,88 @@
+// The create form: POST /v1/workspaces. The new row then shows its progress (creating →
+// running) from the live stream.
+import { useState } from 'preact/hooks';
+import { call, errorMessage, type Workspace } from './api';
+import { ErrorNote } from './ui';
+
+/** "A=1\nB=two" → {A: "1", B: "two"}; throws on a line without "=". */
+export function parsePairs(text: string, what: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line) continue;
+    const i = line.indexOf('=');
+    if (i <= 0) throw new Error(`${what}: "${line}" is not KEY=VALUE`);
+    out[line.slice(0, i).trim()] = line.slice(i + 1);
+  }
+  return out;
+}
+
+export function CreateForm({ onCreated, onCancel }: { onCreated: (w: Workspace) => void; onCancel: () => void }) {
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  // One key per form: a retried submit (a network blip) cannot make two workspaces.
+  const [idempotencyKey] = useState(() => crypto.randomUUID());
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget as HTMLFormElement);
+    const s = (k: string) => String(f.get(k) ?? '').trim();
+    let body: Record<string, unknown>;
+    try {
+      const minutes = Number(s('idle_minutes'));
+      if (!Number.isFinite(minutes) || minutes <= 0) throw new Error('Idle timeout: enter a number of minutes above 0');
+      body = {
+        name: s('name'), image: s('image') || 'base', size: s('size'),
+        idle_timeout: Math.round(minutes * 60), idle_action: s('idle_action'),
+        env: parsePairs(s('env'), 'Environment'), labels: parsePairs(s('labels'), 'Labels'),
+      };
+    } catch (err) {
+      setError(errorMessage(err));
+      return;
+    }
+    setBusy(true);
+    setError(null);
+    try {
+      const w = await call<Workspace>('POST', '/v1/workspaces', { body, headers: { 'Idempotency-Key': idempotencyKey } });
+      onCreated(w);
+    } catch (err) {
+      setError(errorMessage(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <form class="create" onSubmit={submit}>
+      <label>Name <input name="name" required maxLength={63} autoFocus autoComplete="off" spellcheck={false} /></label>
+      <div class="row2">
+        <label>Image <input name="image" placeholder="base" defaultValue="base" /></label>
+        <label>Size
+          <select name="size" defaultValue="small">
+            <option value="small">small (1 vCPU, 1 GiB)</option>
+            <option value="medium">medium (2 vCPU, 2 GiB)</option>
+            <option value="large">large (2 vCPU, 4 GiB)</option>
+          </select>
+        </label>
+      </div>
+      <div class="row2">
+        <label>Idle timeout (minutes) <input name="idle_minutes" type="number" min="1" step="1" defaultValue="30" /></label>
+        <label>When idle
+          <select name="idle_action" defaultValue="stop">
+            <option value="stop">stop</option>
+            <option value="hibernate">hibernate (keeps processes)</option>
+          </select>
+        </label>
+      </div>
+      <label>Environment <span class="muted">(KEY=VALUE, one a line)</span>
+        <textarea name="env" rows={2} spellcheck={false} /></label>
+      <label>Labels <span class="muted">(key=value, one a line)</span>
+        <textarea name="labels" rows={2} spellcheck={false} /></label>
+      {error && <ErrorNote message={error} />}
+      <div class="actions">
+        <button type="button" class="quiet" onClick={onCancel}>Cancel</button>
+        <button type="submit" disabled={busy}>{busy ? 'Creating…' : 'Create'}</button>
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,66 @@
+// A workspace's page: its state and actions, and the tabs. A tab once opened stays mounted
+// (hidden when another is shown), so a terminal keeps its connection while you look at files.
+import { useEffect, useState } from 'preact/hooks';
+import { call, errorMessage, wsPath, type Workspace } from './api';
+import { ErrorNote, StatePill, useNow } from './ui';
+import { IdleInfo, Lifecycle, Progress, useWorkspaces } from './workspaces';
+import { Terminals } from './terminal';
+import { Files } from './files';
+import { Timeline } from './timeline';
+import { Previews } from './previews';
+
+const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['timeline', 'Timeline'], ['previews', 'Previews']];
+
+export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; query: URLSearchParams }) {
+  const { list, put } = useWorkspaces();
+  const [fetched, setFetched] = useState<Workspace | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [visited, setVisited] = useState<Set<string>>(new Set([tab]));
+  const now = useNow();
+
+  useEffect(() => {
+    call<Workspace>('GET', wsPath(ws)).then(setFetched).catch((e) => setError(errorMessage(e)));
+  }, [ws]);
+  useEffect(() => {
+    setVisited((v) => (v.has(tab) ? v : new Set(v).add(tab)));
+  }, [tab]);
+  useEffect(() => {
+    document.title = `${ws} · ${kTabs.find(([t]) => t === tab)?.[1] ?? tab} · Berth`;
+  }, [ws, tab]);
+
+  const live = [...list.values()].find((w) => w.name === ws || w.id === ws);
+  const w = live ?? fetched;
+  if (!w) {
+    return error ? (
+      <section><h1>{ws}</h1><ErrorNote message={error} /><p><a href="/">Back to workspaces</a></p></section>
+    ) : <section aria-busy="true"><h1>{ws}</h1><p>Loading…</p></section>;
+  }
+  const base = `/w/${encodeURIComponent(w.name)}`;
+  return (
+    <section class="workspace">
+      <nav aria-label="Breadcrumb" class="crumbs"><a href="/">Workspaces</a> / </nav>
+      <div class="heading">
+        <h1>{w.name}</h1>
+        <StatePill state={w.state} />
+        <Progress w={w} now={now} />
+        <Lifecycle w={w} put={put} onError={setError} compact />
+      </div>
+      <p class="facts">
+        <span>{w.image}</span> · <span>{w.size} ({w.cpus} vCPU, {w.memory_mib} MiB, {w.disk_gib} GiB)</span> ·{' '}
+        <IdleInfo w={w} now={now} />
+        {w.error && <span class="errtext"> · {w.error}</span>}
+      </p>
+      {error && <ErrorNote message={error} onDismiss={() => setError(null)} />}
+      <nav class="tabs" aria-label="Workspace sections">
+        {kTabs.map(([t, label]) => (
+          <a key={t} href={`${base}/${t}`} aria-current={t === tab ? 'page' : undefined}>{label}</a>
+        ))}
+      </nav>
+      {!kTabs.some(([t]) => t === tab) && <p>There is no tab “{tab}”.</p>}
+      {visited.has('terminal') && <div hidden={tab !== 'terminal'}><Terminals ws={w.id} visible={tab === 'terminal'} /></div>}
+      {visited.has('files') && <div hidden={tab !== 'files'}><Files ws={w.id} base={base} path={query.get('path') ?? '/workspace'} /></div>}
+      {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} /></div>}
+      {visited.has('previews') && <div hidden={tab !== 'previews'}><Previews ws={w.id} /></div>}
+    </section>
+  );
+}
