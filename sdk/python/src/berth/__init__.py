@@ -8,20 +8,26 @@ Workspace blocks; AsyncWorkspace has the same methods, awaited."""
 
 from ._core import (DEFAULT_COMMAND_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
                     STREAM_IDLE_TIMEOUT)
-from .aworkspace import (AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncPreviews,
-                         AsyncWorkspace)
+from .aworkspace import (AsyncCommandHandle, AsyncCommands, AsyncDesktop, AsyncFiles,
+                         AsyncNetwork, AsyncPreviews, AsyncPty, AsyncPtyHandle,
+                         AsyncWatchHandle, AsyncWorkspace)
 from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError, ConflictError,
                      ForbiddenError, InternalError, InvalidArgumentError, LockedError,
                      NotFoundError, QuotaExceededError, RateLimitError, StorageError,
                      TimeoutError, UnavailableError)
-from .types import CommandResult, EntryInfo, Preview, ProcessInfo, WorkspaceInfo
-from .workspace import CommandHandle, Commands, Files, Previews, Workspace
+from .types import (CommandResult, DesktopControl, DesktopTicket, DirTransfer, EntryInfo,
+                    NetworkStatus, Preview, ProcessInfo, WatchEvent, WorkspaceInfo)
+from .workspace import (CommandHandle, Commands, Desktop, Files, Network, Previews, Pty, PtyHandle,
+                        WatchHandle, Workspace)
 
 __version__ = "0.1.0"
 __all__ = [
     "Workspace", "AsyncWorkspace", "Commands", "AsyncCommands", "Files", "AsyncFiles",
     "Previews", "AsyncPreviews", "CommandHandle", "AsyncCommandHandle", "CommandResult",
-    "EntryInfo", "Preview", "ProcessInfo", "WorkspaceInfo", "BerthError", "AlreadyExistsError",
+    "EntryInfo", "Preview", "ProcessInfo", "WorkspaceInfo", "Pty", "AsyncPty", "PtyHandle",
+    "AsyncPtyHandle", "WatchHandle", "AsyncWatchHandle", "Network", "AsyncNetwork", "Desktop",
+    "AsyncDesktop", "WatchEvent", "DirTransfer", "NetworkStatus", "DesktopControl",
+    "DesktopTicket", "BerthError", "AlreadyExistsError",
     "AuthError", "CommandExitError", "ConflictError", "ForbiddenError", "InternalError",
     "InvalidArgumentError", "LockedError", "NotFoundError", "QuotaExceededError",
     "RateLimitError", "StorageError", "TimeoutError", "UnavailableError",

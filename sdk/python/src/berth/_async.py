@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Dict, List, Optional, TypeVar
+import ssl
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple, TypeVar
 
 import httpx
 
 from ._api import Core
-from ._core import (CHUNK, Await, Blocking, Close, Config, Emit, Op, Read, Reply, Send, Sleep,
-                    UploadBody)
-from ._driver import ERROR_BODY_LIMIT, WRAPPED, build, client_args, wrap
-from .errors import BerthError
+from ._core import (CHUNK, Abort, Adopt, Await, Blocking, Close, Config, Emit, Op, Read, Reply,
+                    Send, Sleep, UploadBody, WsRecv, WsSend)
+from ._driver import (ERROR_BODY_LIMIT, USER_AGENT, WRAPPED, build, client_args, cut_stream,
+                      wrap)
+from ._wsproto import WsProtocol, endpoint
+from .errors import BerthError, TimeoutError, UnavailableError
 
 T = TypeVar("T")
 
@@ -47,6 +50,97 @@ class _Stream:
         self.chunks = response.aiter_raw()
 
 
+class _AWs:
+    """A WebSocket on asyncio streams: one task reads (WsRecv) while others send (`wlock`
+    keeps their writes whole). Abort closes the transport, which ends a pending read."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 proto: WsProtocol) -> None:
+        self.reader, self.writer, self.proto = reader, writer, proto
+        self.wlock = asyncio.Lock()
+        self.aborted = False
+        self.closed = False
+        self.eof = False
+
+    async def write(self, data: bytes) -> None:
+        if data:
+            async with self.wlock:
+                self.writer.write(data)
+                await self.writer.drain()
+
+    async def send(self, kind: str, data: bytes) -> None:
+        if self.aborted or self.closed:
+            raise UnavailableError("the WebSocket is closed", code="unavailable")
+        try:
+            out = self.proto.send(kind, data)
+        except Exception as e:  # websockets' InvalidState: the server closed it
+            raise UnavailableError(f"the WebSocket is closed: {e}", code="unavailable") from None
+        try:
+            await self.write(out)
+        except (OSError, ConnectionError) as e:
+            raise UnavailableError(f"the WebSocket broke: {e}", code="unavailable") from None
+
+    async def recv(self, timeout: float) -> Tuple[str, bytes]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while True:
+            msg = self.proto.next_message()
+            if msg is not None:
+                return msg
+            if self.aborted:
+                return ("aborted", b"")
+            if self.proto.close_received:
+                return ("close", b"")
+            if self.eof:
+                raise UnavailableError("the WebSocket broke: the connection closed without a "
+                                       "close frame", code="unavailable")
+            left = end - loop.time()
+            if left <= 0:
+                return ("idle", b"")
+            try:
+                data = await asyncio.wait_for(self.reader.read(65536), left)
+            except asyncio.TimeoutError:
+                return ("idle", b"")
+            except (OSError, ConnectionError) as e:
+                if self.aborted:
+                    return ("aborted", b"")
+                raise UnavailableError(f"the WebSocket broke: {e}", code="unavailable") from None
+            self.eof = not data
+            self.proto.feed(data)
+            try:
+                await self.write(self.proto.take_output())
+            except (OSError, ConnectionError):
+                pass
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.writer.transport.abort()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if not self.aborted:
+            try:
+                await asyncio.wait_for(self.write(self.proto.send("close", b"")), 5)
+            except (OSError, ConnectionError, UnavailableError, asyncio.TimeoutError):
+                pass
+        self.aborted = True
+        self.writer.transport.abort()
+
+
+class Job:
+    """An op run as a task of its own (a PTY's or a watch's reader)."""
+
+    def __init__(self, conn: "AsyncConnection", op: Op[Any]) -> None:
+        self.task = asyncio.get_running_loop().create_task(conn.run(op))
+        # Its error is handed to join(); unjoined, it must not be reported as lost.
+        self.task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    def done(self) -> bool:
+        return self.task.done()
+
+
 class AsyncConnection:
     """berthd's address, key and an httpx.AsyncClient, shared by the AsyncWorkspace objects
     made from it. Use it from one event loop."""
@@ -68,8 +162,23 @@ class AsyncConnection:
         async for v in self._drive(op, emit=True, box=[]):
             yield v
 
+    def spawn(self, op: Op[Any]) -> Job:
+        """Runs `op` as a task of its own; its callbacks run in that task."""
+        return Job(self, op)
+
+    async def join(self, job: Job, timeout: Optional[float], what: str) -> Any:
+        """Waits for a spawned op's end (at most `timeout` seconds) and answers its value or
+        raises its error."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.task), timeout)
+        except asyncio.TimeoutError:
+            if job.task.done():
+                raise
+            raise TimeoutError(f"{what}: still running after request_timeout ({timeout:g} s)",
+                               code="deadline_exceeded") from None
+
     async def _drive(self, op: Op[Any], emit: bool, box: List[Any]) -> AsyncIterator[Any]:
-        opened: List[_Stream] = []
+        opened: List[Any] = []
         value: Any = None
         error: Optional[BaseException] = None
         try:
@@ -91,10 +200,61 @@ class AsyncConnection:
                     error = e
         finally:
             for s in opened:
-                await s.response.aclose()
+                if isinstance(s, _AWs):
+                    await s.close()
+                else:
+                    await s.response.aclose()
             op.close()
 
-    async def _perform(self, effect: Any, opened: List[_Stream]) -> Any:
+    async def _open_ws(self, effect: Send) -> Reply:
+        req = effect.request
+        host, port, tls, _ = endpoint(self.core.config)
+        proto = WsProtocol(self.core.config, req, USER_AGENT)
+        t = effect.timeouts
+        opened: List[asyncio.StreamWriter] = []
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                host, port, ssl=ssl.create_default_context() if tls else None), t.connect)
+            opened.append(writer)
+            writer.write(proto.take_output())
+            await writer.drain()
+            while proto.response is None:
+                data = await asyncio.wait_for(reader.read(65536), t.read)
+                proto.feed(data)
+                if not data and proto.response is None:
+                    raise UnavailableError(f"{req.what}: the connection closed before an "
+                                           "answer", code="unavailable")
+        except asyncio.TimeoutError:
+            for w in opened:
+                w.transport.abort()
+            raise TimeoutError(f"{req.what}: timed out", code="deadline_exceeded") from None
+        except (OSError, ConnectionError) as e:
+            for w in opened:
+                w.transport.abort()
+            raise UnavailableError(f"{req.what}: {type(e).__name__}: {e}",
+                                   code="unavailable") from None
+        status, headers, body = proto.handshake_reply()
+        if status != 101:
+            writer.transport.abort()
+            return Reply(status, headers, body)
+        return Reply(status, headers, b"", _AWs(reader, writer, proto))
+
+    async def _perform(self, effect: Any, opened: List[Any]) -> Any:
+        if isinstance(effect, Send) and effect.request.websocket:
+            return await self._open_ws(effect)
+        if isinstance(effect, WsRecv):
+            return await effect.handle.recv(effect.timeout)
+        if isinstance(effect, WsSend):
+            return await effect.handle.send(effect.kind, effect.data)
+        if isinstance(effect, Adopt):
+            opened.append(effect.handle)
+            return None
+        if isinstance(effect, Abort):
+            if isinstance(effect.handle, _AWs):
+                effect.handle.abort()
+            else:
+                cut_stream(effect.handle.response)
+            return None
         if isinstance(effect, Send):
             req = effect.request
             content = _body_iter(req.body) if req.body is not None else req.content
@@ -107,7 +267,8 @@ class AsyncConnection:
             ok = 200 <= response.status_code < 300
             if req.stream and ok:
                 stream = _Stream(response)
-                opened.append(stream)
+                if not req.detach:
+                    opened.append(stream)
                 return Reply(response.status_code, headers, b"", stream)
             try:
                 data = bytearray()
@@ -128,7 +289,10 @@ class AsyncConnection:
             except WRAPPED as e:
                 raise wrap(e, "read stream") from None
         if isinstance(effect, Close):
-            await effect.handle.response.aclose()
+            if isinstance(effect.handle, _AWs):
+                await effect.handle.close()
+            else:
+                await effect.handle.response.aclose()
             return None
         if isinstance(effect, Sleep):
             await asyncio.sleep(effect.seconds)

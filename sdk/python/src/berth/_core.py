@@ -47,6 +47,9 @@ DEFAULT_COMMAND_TIMEOUT = 60.0
 COMMAND_GRACE = 30.0
 #: A stream with no byte for this long is dead: three of the 15 s keepalives missed.
 STREAM_IDLE_TIMEOUT = 45.0
+#: A WebSocket (a PTY) quiet for this long gets a ping: the agent sends no keepalives on it, and
+#: a PTY may rightly print nothing for hours; no answer within STREAM_IDLE_TIMEOUT is a dead link.
+WS_PING_INTERVAL = 15.0
 #: Connecting to berthd (loopback or LAN): a refusal is immediate, a black hole is not.
 CONNECT_TIMEOUT = 10.0
 #: Upload and download chunks: large enough for throughput, small enough to stay flat.
@@ -138,6 +141,10 @@ class Request:
     # May the SDK send it again on its own (idempotent, or carrying an Idempotency-Key)?
     replayable: bool = False
     stream: bool = False  # the answer's body is read by the op (Read effects), not whole
+    # A WebSocket upgrade: a 101 answers a Reply whose handle takes WsRecv/WsSend/WsClose.
+    websocket: bool = False
+    # The stream outlives the op that opened it (a follow op Adopts it); not closed at its end.
+    detach: bool = False
 
 
 @dataclass
@@ -191,7 +198,47 @@ class Emit:
     value: Any
 
 
-Effect = Union[Send, Read, Close, Sleep, Blocking, Await, Emit]
+@dataclass
+class Adopt:
+    """Makes the driver close `handle` (a stream or a WebSocket) when this op ends, however it
+    ends: how a follow op takes over what an open op (Request.detach) left open."""
+    handle: Any
+
+
+@dataclass
+class Abort:
+    """Cuts a stream or WebSocket that another thread or task is reading (its read then fails
+    at once); how a handle's stop()/disconnect() ends a follow op without waiting for data."""
+    handle: Any
+
+
+@dataclass
+class WsRecv:
+    """The next WebSocket message: ("text" | "binary", data), ("pong", b""), ("idle", b"") when
+    nothing came within `timeout` seconds, ("close", b"") after the server's close frame, or
+    ("aborted", b"") once Abort cut it. A connection that breaks raises UnavailableError."""
+    handle: Any
+    timeout: float
+
+
+@dataclass
+class WsSend:
+    """Sends one message: kind "text", "binary" or "ping"."""
+    handle: Any
+    kind: str
+    data: bytes
+
+
+Effect = Union[Send, Read, Close, Sleep, Blocking, Await, Emit, Adopt, Abort, WsRecv, WsSend]
+
+
+class StopToken:
+    """Shared by a handle and the follow op it started: stop() sets `stopped` and aborts
+    `handle`, and the op ends quietly instead of failing."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.handle: Any = None
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -335,7 +382,7 @@ class CoreBase:
                                            else "no answer in time"),
                         code="deadline_exceeded") from None
                 raise
-            if 200 <= reply.status < 300:
+            if 200 <= reply.status < 300 or (req.websocket and reply.status == 101):
                 return reply
             if reply.status in (429, 503) and replayable:
                 delay = retry_after(reply.headers.get("retry-after"))

@@ -3,6 +3,7 @@ httpx's, and the bookkeeping of open streams."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Dict
 
 import httpx
@@ -49,6 +50,20 @@ def wrap(e: BaseException, what: str) -> BerthError:
     return BerthError(f"{what}: {type(e).__name__}: {e}", code="internal")
 
 
+def cut_stream(response: Any) -> None:
+    """Shuts down the socket under a streamed answer, so that a read blocked on it (in another
+    thread or task) fails at once; closing alone would not wake it."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+            return
+        except OSError:
+            pass
+
+
 # The exceptions a driver turns into BerthError (httpx's, and a closed client's RuntimeError).
 WRAPPED = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, RuntimeError)
-__all__ = ["CHUNK", "USER_AGENT", "ERROR_BODY_LIMIT", "client_args", "build", "wrap", "WRAPPED"]
+__all__ = ["CHUNK", "USER_AGENT", "ERROR_BODY_LIMIT", "client_args", "build", "wrap", "WRAPPED",
+           "cut_stream"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple, Union
 from urllib.parse import quote, urlsplit
 
-from ._core import (STREAM_IDLE_TIMEOUT, Blocking, Close, CoreBase, Deadline, Emit, Op, Request,
-                    Sleep, UploadBody, file_path, parse_json)
-from .errors import InvalidArgumentError, NotFoundError, TimeoutError
-from .types import EntryInfo, Json, Preview
+from ._core import (STREAM_IDLE_TIMEOUT, Abort, Adopt, Blocking, Close, CoreBase, Deadline, Emit,
+                    LineSplitter, Op, Request, Sleep, StopToken, UploadBody, _maybe_await,
+                    file_path, parse_json)
+from ._tar import DirExtract, DirTar
+from .errors import BerthError, InvalidArgumentError, NotFoundError, TimeoutError, UnavailableError
+from .types import DirTransfer, EntryInfo, Json, Preview, WatchEvent
 
 
 class FileOps(CoreBase):
@@ -96,6 +98,91 @@ class FileOps(CoreBase):
                                                     [("op", "mkdir"), ("parents", "1")],
                                                     replayable=True), deadline)
         return reply.status == 201
+
+
+    # -- watching ----------------------------------------------------------------------------
+
+    def watch_open(self, ws: str, path: str, recursive: bool, user: Optional[str],
+                   deadline: Deadline) -> Op[Any]:
+        """GET ?watch=1: answers the open NDJSON stream (a missing path or a file is an error
+        here, at once) for watch_follow to adopt."""
+        params = [("watch", "1")] + ([("recursive", "1")] if recursive else [])
+        req = self._file_req("GET", ws, path, "watch", user, params, stream=True, detach=True,
+                             replayable=True)
+        reply = yield from self.send(req, deadline, STREAM_IDLE_TIMEOUT)
+        return reply.handle
+
+    def watch_follow(self, ws: str, path: str, handle: Any, token: StopToken, on_event: Any,
+                     on_exit: Any) -> Op[None]:
+        """Hands each change to `on_event` until stop() (quietly), the directory's removal
+        (quietly, after its "deleted" event), or the stream breaking (UnavailableError: the
+        workspace stopped) or going quiet past the idle limit (TimeoutError). on_exit gets
+        None or that error, which the op then raises."""
+        yield Adopt(handle)
+        what = f"watch {path} in {ws}"
+        splitter = LineSplitter(what)
+        error: Optional[BaseException] = None
+        try:
+            while not token.stopped:
+                try:
+                    data = yield from self.read(handle, Deadline(None), STREAM_IDLE_TIMEOUT, what)
+                except BerthError:
+                    if token.stopped:
+                        break
+                    raise
+                if not data:
+                    break
+                for ev in splitter.feed(data):
+                    if ev.get("type") == "keepalive":
+                        continue
+                    if token.stopped:
+                        break
+                    yield from _maybe_await(on_event(WatchEvent.from_json(ev)))
+        except UnavailableError as e:
+            error = UnavailableError(f"{what}: the stream broke (did the workspace stop?): "
+                                     f"{e.message}", code="unavailable")
+        except BaseException as e:  # noqa: BLE001 - handed to on_exit, raised below
+            error = e
+        if on_exit is not None and not isinstance(error, GeneratorExit):
+            yield from _maybe_await(on_exit(error))
+        if error is not None:
+            raise error
+
+    def watch_stop(self, token: StopToken) -> Op[None]:
+        token.stopped = True
+        if token.handle is not None:
+            yield Abort(token.handle)
+
+    # -- directories as tar ------------------------------------------------------------------
+
+    def upload_dir(self, ws: str, local_dir: str, remote_dir: str, user: Optional[str],
+                   deadline: Deadline) -> Op[DirTransfer]:
+        """PUT ?archive=tar with the tar of local_dir made as it is sent; the agent extracts
+        it as it arrives (remote_dir made with its parents)."""
+        file_path(remote_dir)
+        tar = yield Blocking(DirTar, (local_dir,))
+        req = self._file_req("PUT", ws, remote_dir, "upload_dir", user, [("archive", "tar")],
+                             body=UploadBody(tar),
+                             headers={"Content-Type": "application/x-tar"})
+        j = yield from self.call(req, deadline)
+        return DirTransfer(entries=int(j.get("entries", tar.entries)),
+                           bytes=int(j.get("bytes", tar.bytes)), skipped=tar.skipped)
+
+    def download_dir(self, ws: str, remote_dir: str, local_dir: str, user: Optional[str],
+                     deadline: Deadline) -> Op[DirTransfer]:
+        """GET ?archive=tar, extracted into local_dir chunk by chunk as it arrives."""
+        req = self._file_req("GET", ws, remote_dir, "download_dir", user, [("archive", "tar")],
+                             stream=True, replayable=True)
+        out = yield Blocking(DirExtract, (local_dir,))
+        reply = yield from self.send(req, deadline, STREAM_IDLE_TIMEOUT)
+        while True:
+            chunk = yield from self.read(reply.handle, deadline, STREAM_IDLE_TIMEOUT, req.what)
+            if not chunk:
+                break
+            yield Blocking(out.feed, (chunk,))
+        yield Close(reply.handle)
+        yield Blocking(out.finish, ())
+        return DirTransfer(entries=out.entries, bytes=out.bytes, skipped=out.skipped)
 
 
 class PreviewOps(CoreBase):

@@ -9,12 +9,16 @@ driver; AsyncWorkspace (aworkspace.py) has the same methods, awaited.
 
 from __future__ import annotations
 
-from typing import IO, Any, AsyncIterator, Dict, Iterable, List, Literal, Optional, Sequence, Union, overload
+from typing import (IO, Any, AsyncIterator, Callable, Dict, Iterable, List, Literal, Optional, Sequence,
+                    Union, overload)
 
 from . import _core
-from ._core import Callback, check_result, command_deadline, create_body, resolve_config
+from ._core import (Callback, StopToken, check_result, command_deadline, create_body,
+                    resolve_config)
+from ._ops_pty import PtySession
 from ._async import AsyncConnection as Connection
-from .types import CommandResult, EntryInfo, Json, Preview, ProcessInfo, WorkspaceInfo
+from .types import (CommandResult, DesktopControl, DesktopTicket, DirTransfer, EntryInfo, Json,
+                    NetworkStatus, Preview, ProcessInfo, WatchEvent, WorkspaceInfo)
 
 Source = Union[bytes, IO[bytes], IO[str], Iterable[bytes]]
 
@@ -131,6 +135,123 @@ class AsyncCommands:
                                        conn.core.deadline(request_timeout)))
 
 
+class AsyncPtyHandle:
+    """An interactive terminal in the workspace (pty.create or pty.connect). Its output goes
+    to `on_data` as bytes as it comes (on a thread of the client's own in Workspace, in a task
+    in AsyncWorkspace); send_stdin() types, resize() resizes, wait() waits for its end, kill()
+    ends it, disconnect() leaves it running for pty.connect(pid) later."""
+
+    def __init__(self, ws: "AsyncWorkspace", session: PtySession,
+                 on_data: Optional[Callable[[bytes], Any]]) -> None:
+        self._ws, self._session = ws, session
+        self.pid, self.tag = session.pid, session.tag
+        conn = ws._conn
+        self._job = conn.spawn(conn.core.pty_follow(session, on_data))
+
+    async def send_stdin(self, data: Union[str, bytes]) -> None:
+        """Types `data` into the terminal ("ls\\n"; "\\x03" is Ctrl-C, "\\x04" Ctrl-D)."""
+        conn = self._ws._conn
+        await conn.run(conn.core.pty_send(self._session, data))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        """Changes the terminal's size (the process gets SIGWINCH)."""
+        conn = self._ws._conn
+        await conn.run(conn.core.pty_resize(self._session, cols, rows))
+
+    async def wait(self, check: bool = True, request_timeout: Optional[float] = None) -> CommandResult:
+        """Waits for the process to end: a CommandResult with its exit code (the output went to
+        on_data). CommandExitError on a non-zero exit unless check=False; UnavailableError
+        within seconds if the workspace stops; request_timeout (default: none) bounds the
+        wait, and the terminal runs on if it passes."""
+        conn = self._ws._conn
+        result = await conn.join(self._job, request_timeout, f"terminal {self.pid}")
+        return check_result(result, check)
+
+    async def kill(self, request_timeout: Optional[float] = None) -> bool:
+        """SIGKILL to its process group; False when it had already ended."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.kill(self._ws.id, str(self.pid),
+                                       conn.core.deadline(request_timeout)))
+
+    async def disconnect(self) -> None:
+        """Closes this client's connection; the process runs on (pty.connect(pid) reattaches,
+        and replays what it printed). wait() then raises."""
+        conn = self._ws._conn
+        await conn.run(conn.core.pty_disconnect(self._session))
+
+    @property
+    def running(self) -> bool:
+        """Whether this handle still follows the terminal (False once it ended or broke)."""
+        return not self._job.done()
+
+
+class AsyncPty:
+    """`ws.pty`: interactive terminals (E2B's pty)."""
+
+    def __init__(self, ws: "AsyncWorkspace") -> None:
+        self._ws = ws
+
+    async def create(self, cols: int = 80, rows: int = 24,
+               on_data: Optional[Callable[[bytes], Any]] = None,
+               cmd: Union[None, str, Sequence[str]] = None, cwd: Optional[str] = None,
+               user: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+               tag: Optional[str] = None, request_timeout: Optional[float] = None) -> AsyncPtyHandle:
+        """Starts `cmd` (default: the user's login shell) on a terminal of cols x rows and
+        answers its handle once it runs. It runs until it exits or is killed (no `timeout`);
+        `tag` names it for pty.connect(tag)."""
+        conn = self._ws._conn
+        start = conn.core.pty_start_body(cols, rows, cmd, cwd, user, env, tag)
+        session = await conn.run(conn.core.pty_open(self._ws.id, start, None,
+                                              conn.core.deadline(request_timeout)))
+        return AsyncPtyHandle(self._ws, session, on_data)
+
+    async def connect(self, pid_or_tag: Union[int, str],
+                on_data: Optional[Callable[[bytes], Any]] = None,
+                request_timeout: Optional[float] = None) -> AsyncPtyHandle:
+        """Reattaches to a running terminal by pid or tag: what it printed so far (the agent's
+        buffer) comes to on_data first, then live output. NotFoundError if there is none."""
+        conn = self._ws._conn
+        session = await conn.run(conn.core.pty_open(self._ws.id, None, str(pid_or_tag),
+                                              conn.core.deadline(request_timeout)))
+        return AsyncPtyHandle(self._ws, session, on_data)
+
+    async def kill(self, pid_or_tag: Union[int, str], request_timeout: Optional[float] = None) -> bool:
+        """SIGKILL to a terminal's process group by pid or tag; False when there was none."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.kill(self._ws.id, str(pid_or_tag),
+                                       conn.core.deadline(request_timeout)))
+
+
+class AsyncWatchHandle:
+    """A directory being watched (files.watch_dir): stop() ends it. `error` holds why it ended
+    on its own (None: stopped, or the directory was removed)."""
+
+    def __init__(self, ws: "AsyncWorkspace", path: str, handle: Any,
+                 on_event: Callable[[WatchEvent], Any],
+                 on_exit: Optional[Callable[[Optional[BaseException]], Any]]) -> None:
+        self._ws, self.path = ws, path
+        self._token = StopToken()
+        self._token.handle = handle
+        conn = ws._conn
+        self._job = conn.spawn(conn.core.watch_follow(ws.id, path, handle, self._token, on_event,
+                                                      on_exit))
+
+    async def stop(self) -> None:
+        """Stops watching: no event reaches on_event after this returns."""
+        conn = self._ws._conn
+        await conn.run(conn.core.watch_stop(self._token))
+
+    async def wait(self, request_timeout: Optional[float] = None) -> None:
+        """Waits until the watch ends: returns after stop() or the directory's removal; raises
+        UnavailableError when the workspace stopped under it."""
+        conn = self._ws._conn
+        await conn.join(self._job, request_timeout, f"watch {self.path}")
+
+    @property
+    def running(self) -> bool:
+        return not self._job.done()
+
+
 class AsyncFiles:
     """`ws.files`: absolute paths in the workspace; `user` picks whose uid reads or writes."""
 
@@ -225,6 +346,41 @@ class AsyncFiles:
         return await conn.run(conn.core.make_dir(self._ws.id, path, user,
                                            conn.core.deadline(request_timeout)))
 
+    async def watch_dir(self, path: str, on_event: Callable[[WatchEvent], Any],
+                  recursive: bool = False,
+                  on_exit: Optional[Callable[[Optional[BaseException]], Any]] = None,
+                  user: Optional[str] = None,
+                  request_timeout: Optional[float] = None) -> AsyncWatchHandle:
+        """Watches a directory (with recursive, what is below it too): each change goes to
+        on_event as a WatchEvent as it happens (on a thread of the client's own in
+        Workspace). Answers once the watch is in place, so a change made after it returns
+        is seen. It ends on stop(), when the directory is removed, or with an error
+        (UnavailableError within seconds when the workspace stops); on_exit gets None or
+        the error."""
+        conn = self._ws._conn
+        handle = await conn.run(conn.core.watch_open(self._ws.id, path, recursive, user,
+                                               conn.core.deadline(request_timeout)))
+        return AsyncWatchHandle(self._ws, path, handle, on_event, on_exit)
+
+    async def upload_dir(self, local_dir: str, remote_dir: str, user: Optional[str] = None,
+                   request_timeout: Optional[float] = None) -> DirTransfer:
+        """Copies what is in local_dir into remote_dir (made with its parents; files there
+        are replaced, others kept), as one tar stream made while it is sent. Symlinks stay
+        symlinks. request_timeout: default 3600 s."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.upload_dir(self._ws.id, local_dir, remote_dir, user,
+                                             _core.Deadline(request_timeout or 3600.0)))
+
+    async def download_dir(self, remote_dir: str, local_dir: str, user: Optional[str] = None,
+                     request_timeout: Optional[float] = None) -> DirTransfer:
+        """Copies what is in remote_dir into local_dir (made if missing), extracting the tar
+        stream as it arrives. An entry that would land outside local_dir (an absolute name,
+        '..', a path through a symlink) is refused with InvalidArgumentError; set-id bits are
+        cleared and FIFOs left out. request_timeout: default 3600 s."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.download_dir(self._ws.id, remote_dir, local_dir, user,
+                                               _core.Deadline(request_timeout or 3600.0)))
+
 
 class AsyncPreviews:
     """`ws.previews`: links to a port of the workspace (docs/api.md, "Previews")."""
@@ -250,6 +406,69 @@ class AsyncPreviews:
                                                  conn.core.deadline(request_timeout)))
 
 
+class AsyncNetwork:
+    """`ws.network`: what the workspace's guest may reach (docs/api.md, "Network")."""
+
+    def __init__(self, ws: "AsyncWorkspace") -> None:
+        self._ws = ws
+
+    async def get(self, request_timeout: Optional[float] = None) -> NetworkStatus:
+        """The policy, whether it is enforced, counters and the last refused destinations."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.network(self._ws.id, conn.core.deadline(request_timeout)))
+
+    async def set(self, egress: Optional[str] = None, allow: Optional[List[str]] = None,
+            request_timeout: Optional[float] = None) -> NetworkStatus:
+        """Replaces the policy, applied at once: egress "open" | "none" | "allowlist" (allow
+        alone means allowlist) of names ("github.com", "*.pypi.org") and CIDRs."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.set_network(self._ws.id, egress, allow,
+                                              conn.core.deadline(request_timeout)))
+
+
+class AsyncDesktop:
+    """`ws.desktop`: who controls the desktop's input, and viewer tickets (docs/api.md,
+    "Desktop"). A person takes over (take_over) and hands back (release)."""
+
+    def __init__(self, ws: "AsyncWorkspace") -> None:
+        self._ws = ws
+
+    async def control(self, request_timeout: Optional[float] = None) -> DesktopControl:
+        """Who holds control now: holder "agent" or "human"."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_control(self._ws.id, None,
+                                                  conn.core.deadline(request_timeout)))
+
+    async def wait_release(self, timeout: float = 60.0,
+                     request_timeout: Optional[float] = None) -> DesktopControl:
+        """Waits (at most `timeout` seconds, 3600 at most) until the agent holds control again,
+        without polling; read `holder` to see which came first."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_control(
+            self._ws.id, timeout, _core.Deadline(request_timeout or timeout + 30.0)))
+
+    async def take_over(self, private: bool = False, reason: Optional[str] = None,
+                  request_timeout: Optional[float] = None) -> DesktopControl:
+        """A person takes control (a lease, renewed by their input); private: the agent may
+        not read the screen meanwhile. ConflictError while someone else holds it."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_takeover(self._ws.id, private, reason,
+                                                   conn.core.deadline(request_timeout)))
+
+    async def release(self, note: Optional[str] = None,
+                request_timeout: Optional[float] = None) -> DesktopControl:
+        """Hands control back to the agent."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_release(self._ws.id, note,
+                                                  conn.core.deadline(request_timeout)))
+
+    async def ticket(self, mode: str = "view", request_timeout: Optional[float] = None) -> DesktopTicket:
+        """A one-time ticket for one browser viewer (noVNC), "view" or "control", valid 60 s."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_ticket(self._ws.id, mode,
+                                                 conn.core.deadline(request_timeout)))
+
+
 class AsyncWorkspace:
     """A Berth workspace (a Linux VM of its own). Make one with create(), connect() or
     get_or_create(); `commands`, `files` and `previews` act in it."""
@@ -257,8 +476,11 @@ class AsyncWorkspace:
     def __init__(self, info: WorkspaceInfo, conn: Connection, owns: bool = True) -> None:
         self._info, self._conn, self._owns = info, conn, owns
         self.commands = AsyncCommands(self)
+        self.pty = AsyncPty(self)
         self.files = AsyncFiles(self)
         self.previews = AsyncPreviews(self)
+        self.network = AsyncNetwork(self)
+        self.desktop = AsyncDesktop(self)
 
     @property
     def id(self) -> str:

@@ -155,3 +155,95 @@ class Preview:
         return Preview(id=_str(j, "id"), port=_int(j, "port"), public=j.get("public") is True,
                        status=_str(j, "status"), url=_str(j, "url"), token=_opt_str(j, "token"),
                        link=_opt_str(j, "link"), expires_at=_str(j, "expires_at"), raw=j)
+
+
+@dataclass
+class WatchEvent:
+    """A change in a watched directory (files.watch_dir): `type` is "created", "modified",
+    "deleted", "moved_from", "moved_to", or "error" (a subdirectory that could not be
+    watched, or lost events: `message` says which)."""
+    type: str
+    path: str
+    is_dir: bool = False
+    message: str = ""
+
+    @property
+    def name(self) -> str:
+        """The last component of `path`."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @staticmethod
+    def from_json(j: Json) -> "WatchEvent":
+        return WatchEvent(type=_str(j, "type"), path=_str(j, "path"),
+                          is_dir=j.get("is_dir") is True, message=_str(j, "message"))
+
+
+@dataclass
+class DirTransfer:
+    """What files.upload_dir / download_dir moved: entries written and bytes of file data;
+    `skipped`: entries left out (sockets, FIFOs, unreadable files)."""
+    entries: int
+    bytes: int
+    skipped: int = 0
+
+
+@dataclass
+class NetworkStatus:
+    """A workspace's egress policy and what it refused (docs/api.md, "Network")."""
+    egress: str
+    allow: List[str]
+    isolated: bool
+    counters: Dict[str, int]
+    refused: List[Json]
+    refused_names: List[Json]
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "NetworkStatus":
+        allow = j.get("allow")
+        counters = j.get("counters")
+        return NetworkStatus(
+            egress=_str(j, "egress"),
+            allow=[a for a in allow if isinstance(a, str)] if isinstance(allow, list) else [],
+            isolated=j.get("isolated") is True,
+            counters={k: v for k, v in counters.items() if isinstance(v, int)}
+            if isinstance(counters, dict) else {},
+            refused=[r for r in j.get("refused") or [] if isinstance(r, dict)],
+            refused_names=[r for r in j.get("refused_names") or [] if isinstance(r, dict)],
+            raw=j)
+
+
+@dataclass
+class DesktopControl:
+    """Who controls the desktop's input (docs/api.md, "Desktop"): `holder` "agent" or
+    "human"; `by` the key id of the person (or of whoever handed back)."""
+    holder: str
+    since: Optional[str]
+    by: Optional[str]
+    lease_expires: Optional[str]
+    reason: Optional[str]
+    private: bool
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "DesktopControl":
+        return DesktopControl(holder=_str(j, "holder"), since=_opt_str(j, "since"),
+                              by=_opt_str(j, "by"), lease_expires=_opt_str(j, "lease_expires"),
+                              reason=_opt_str(j, "reason"), private=j.get("private") is True,
+                              raw=j)
+
+
+@dataclass
+class DesktopTicket:
+    """A one-time ticket that opens one desktop viewer within 60 s: `url` is the WebSocket's
+    address with it (for noVNC)."""
+    ticket: str
+    mode: str
+    expires_at: str
+    url: str
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "DesktopTicket":
+        return DesktopTicket(ticket=_str(j, "ticket"), mode=_str(j, "mode"),
+                             expires_at=_str(j, "expires_at"), url=_str(j, "url"), raw=j)

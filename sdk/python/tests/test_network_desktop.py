@@ -1,0 +1,54 @@
+"""ws.network (GET|PATCH …/network) and ws.desktop's control and tickets (…/desktop/control,
+…/takeover, …/release, …/tickets), against berthd as it answers on the unix transport."""
+
+import pytest
+
+from berth import InvalidArgumentError, Workspace
+from conftest import unique
+
+
+@pytest.fixture(scope="module")
+def ws(berthd):
+    w = Workspace.create(name=unique("netdesk"))
+    yield w
+    w.delete()
+    w.close()
+
+
+def test_network_get_and_set(ws):
+    st = ws.network.get()
+    assert st.egress == "open" and st.allow == []
+    assert isinstance(st.counters, dict) and isinstance(st.refused, list)
+    st = ws.network.set(allow=["github.com", "*.pypi.org", "203.0.113.0/24"])
+    assert st.egress == "allowlist"
+    assert st.allow == ["github.com", "*.pypi.org", "203.0.113.0/24"]
+    assert ws.network.get().allow == st.allow  # kept
+    assert ws.network.set(egress="none").egress == "none"
+    assert ws.network.set(egress="open").egress == "open"
+    with pytest.raises(InvalidArgumentError):
+        ws.network.set(egress="open", allow=["github.com"])  # berthd's 400
+    with pytest.raises(InvalidArgumentError):
+        ws.network.set(egress="sometimes")  # the SDK's own check
+    assert ws.network.get().egress == "open"
+
+
+def test_desktop_control_take_over_and_release(ws):
+    c = ws.desktop.control()
+    assert c.holder == "agent"
+    c = ws.desktop.take_over(private=True, reason="log in to the bank")
+    assert c.holder == "human" and c.private and c.reason == "log in to the bank"
+    assert c.lease_expires
+    assert ws.desktop.control().holder == "human"
+    c = ws.desktop.release(note="logged in")
+    assert c.holder == "agent"
+    # Nobody holds it: wait_release answers at once.
+    assert ws.desktop.wait_release(timeout=5).holder == "agent"
+
+
+def test_desktop_tickets(ws):
+    t = ws.desktop.ticket("view")
+    assert t.ticket.startswith("dt_") and t.mode == "view" and t.expires_at
+    assert t.url.startswith("ws://") and t.ticket in t.url
+    assert ws.desktop.ticket("control").mode == "control"
+    with pytest.raises(InvalidArgumentError):
+        ws.desktop.ticket("drive")
