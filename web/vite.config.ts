@@ -1,11 +1,30 @@
 // The build berthd serves from its web_root: index.html (no-cache) and hashed files under
 // /assets/ (cached for a year). No inline script anywhere: berthd's CSP allows only 'self'.
-import { defineConfig } from 'vite';
+// Each asset also gets a gzip twin (NAME.gz) for a server that sends precompressed files.
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync, constants } from 'node:zlib';
+import { defineConfig, type Plugin } from 'vite';
+
+function gzipTwins(outDir: string): Plugin {
+  return {
+    name: 'berth-gzip-twins',
+    apply: 'build',
+    closeBundle() {
+      const dir = join(outDir, 'assets');
+      for (const name of readdirSync(dir)) {
+        if (!/\.(js|css|svg)$/.test(name)) continue;
+        const data = readFileSync(join(dir, name));
+        writeFileSync(join(dir, `${name}.gz`), gzipSync(data, { level: constants.Z_BEST_COMPRESSION }));
+      }
+    },
+  };
+}
 
 export default defineConfig({
   base: '/',
   esbuild: { jsx: 'automatic', jsxImportSource: 'preact' },
-  resolve: { alias: { react: 'preact/compat', 'react-dom': 'preact/compat' } },
+  plugins: [gzipTwins('dist')],
   build: {
     outDir: 'dist',
     assetsDir: 'assets',
@@ -15,7 +34,6 @@ export default defineConfig({
     assetsInlineLimit: 0,
     modulePreload: { polyfill: false },
     sourcemap: false,
-    reportCompressedSize: true,
   },
   server: {
     // `npm run dev`: the API of a berthd on its default address, same origin for the cookie.

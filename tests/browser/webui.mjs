@@ -93,6 +93,11 @@ async function run(browser, berthd, base) {
   page.setDefaultTimeout(kStep);
   watchPage(page, problems);
 
+  // What a first visit transfers (bodies as sent, compressed or not, plus headers).
+  const transferred = [];
+  const onResponse = (r) => /\/v1\/watch\/|follow=1/.test(r.url()) || transferred.push(r.request().sizes().then((z) => z.responseBodySize + z.responseHeadersSize).catch(() => 0));
+  page.on('response', onResponse);
+
   // Signed out: the form and nothing else; the API is closed to this browser.
   await page.goto(`${base}/w/anything/terminal`);
   await page.getByLabel('API key').waitFor();
@@ -101,6 +106,10 @@ async function run(browser, berthd, base) {
   const signedOut = await page.evaluate(async () => (await fetch('/v1/workspaces')).status);
   check(signedOut === 401, `signed out, GET /v1/workspaces answered ${signedOut}, not 401`);
   await shot(page, '01-signin');
+  await page.waitForLoadState('networkidle');
+  const count = transferred.length;
+  const firstLoad = (await Promise.all(transferred.splice(0))).reduce((a, b) => a + b, 0);
+  log(`first load (the sign-in page): ${(firstLoad / 1024).toFixed(1)} KiB transferred in ${count} responses`);
 
   // A wrong key: berthd's own message, not a status code.
   await page.getByLabel('API key').fill('bk_wrong');
@@ -138,6 +147,9 @@ async function run(browser, berthd, base) {
   // Terminal: echo hi.
   await row.getByRole('link', { name: 'webui-demo' }).click();
   await page.locator('.term-pane .term-status', { hasText: 'connected' }).waitFor();
+  const withTerminal = (await Promise.all(transferred.splice(0))).reduce((a, b) => a + b, 0);
+  page.off('response', onResponse);
+  log(`signing in, the list and a workspace's terminal: ${(withTerminal / 1024).toFixed(1)} KiB more`);
   await waitForText(page, 'a prompt', (t) => /[$#>]\s*$/m.test(lines(t).filter(Boolean).join('\n')));
   await page.locator('.term-host').first().click();
   await page.keyboard.type('echo hi');

@@ -1,4 +1,3 @@
-import '@xterm/xterm/css/xterm.css';
 import './style.css';
 import { render } from 'preact';
 import { App } from './app';

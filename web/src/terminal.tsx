@@ -3,6 +3,7 @@
 // another browser) the page lists the running "web-" PTYs and reattaches with ?attach=TAG: the
 // agent replays the buffered output, then goes on live. A connection that drops without an
 // `end` event is retried; the pane says plainly when the shell has really ended.
+import '@xterm/xterm/css/xterm.css';
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { useEffect, useRef, useState } from 'preact/hooks';

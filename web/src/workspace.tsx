@@ -4,10 +4,27 @@ import { useEffect, useState } from 'preact/hooks';
 import { call, errorMessage, wsPath, type Workspace } from './api';
 import { ErrorNote, StatePill, useNow } from './ui';
 import { IdleInfo, Lifecycle, Progress, useWorkspaces } from './workspaces';
-import { Terminals } from './terminal';
 import { Files } from './files';
 import { Timeline } from './timeline';
 import { Previews } from './previews';
+
+// xterm.js is most of the page's weight: loaded with the first terminal, not on first load.
+type TerminalsModule = typeof import('./terminal');
+let terminalsModule: Promise<TerminalsModule> | null = null;
+
+function LazyTerminals(props: { ws: string; visible: boolean }) {
+  const [mod, setMod] = useState<TerminalsModule | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    terminalsModule ??= import('./terminal');
+    terminalsModule.then(setMod).catch((e) => {
+      terminalsModule = null;
+      setError(`The terminal could not be loaded (${errorMessage(e)}); reload the page.`);
+    });
+  }, []);
+  if (error) return <ErrorNote message={error} />;
+  return mod ? <mod.Terminals {...props} /> : <p aria-busy="true">Loading the terminal…</p>;
+}
 
 const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['timeline', 'Timeline'], ['previews', 'Previews']];
 
@@ -57,7 +74,7 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
         ))}
       </nav>
       {!kTabs.some(([t]) => t === tab) && <p>There is no tab “{tab}”.</p>}
-      {visited.has('terminal') && <div hidden={tab !== 'terminal'}><Terminals ws={w.id} visible={tab === 'terminal'} /></div>}
+      {visited.has('terminal') && <div hidden={tab !== 'terminal'}><LazyTerminals ws={w.id} visible={tab === 'terminal'} /></div>}
       {visited.has('files') && <div hidden={tab !== 'files'}><Files ws={w.id} base={base} path={query.get('path') ?? '/workspace'} /></div>}
       {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} /></div>}
       {visited.has('previews') && <div hidden={tab !== 'previews'}><Previews ws={w.id} /></div>}
