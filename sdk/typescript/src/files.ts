@@ -2,8 +2,47 @@
 // downloads stream: a file passes through in chunks and is never held whole in memory.
 
 import { Readable } from 'node:stream';
-import { ApiClient, CallOptions, RequestInit2, readChunks, wsPath } from './client.js';
-import { InvalidArgumentError, NotFoundError } from './errors.js';
+import { ApiClient, CallOptions, RequestInit2, readChunks, readNdjson, wsPath } from './client.js';
+import { DirTransfer, extractInto, packDir } from './dirs.js';
+import { BerthError, InvalidArgumentError, NotFoundError, UnavailableError } from './errors.js';
+
+/** A change in a watched directory. */
+export interface FilesystemEvent {
+  /** "created", "modified", "deleted", "moved_from", "moved_to", or "error" (a subdirectory
+   * that could not be watched, or lost events: `message` says which). */
+  type: string;
+  path: string;
+  /** The last component of `path`. */
+  name: string;
+  isDir: boolean;
+  message?: string;
+}
+
+export interface WatchOptions extends FileOptions {
+  /** What is below the directory too (default false). */
+  recursive?: boolean;
+  /** Called once when the watch ends: undefined after stop() or the directory's removal, the
+   * error otherwise (UnavailableError when the workspace stopped). */
+  onExit?: (error?: unknown) => void;
+}
+
+/** A directory being watched: stop() ends it. */
+export class WatchHandle {
+  /** @internal */
+  constructor(private readonly controller: AbortController, private readonly done: Promise<void>) {}
+
+  /** Stops watching: no event reaches onEvent after this. */
+  async stop(): Promise<void> {
+    this.controller.abort();
+    await this.done.catch(() => {});
+  }
+
+  /** Resolves when the watch ends by stop() or the directory's removal; rejects with its error
+   * (UnavailableError when the workspace stopped). */
+  wait(): Promise<void> {
+    return this.done;
+  }
+}
 
 /** A file or directory as the agent describes it. */
 export interface EntryInfo {
@@ -135,6 +174,76 @@ export class Files {
         await chunks.return(undefined);
       },
     }, { highWaterMark: 1 });
+  }
+
+  /** Watches a directory: each change reaches onEvent as it happens. Resolves once the watch
+   * is in place (a change made after it is seen; a missing path is NotFoundError here). */
+  async watchDir(path: string, onEvent: (event: FilesystemEvent) => void | Promise<void>,
+                 options: WatchOptions = {}): Promise<WatchHandle> {
+    const { recursive, onExit, ...rest } = options;
+    const { response, deadline } = await this.client.request(this.call(rest, {
+      method: 'GET', path: filePath(this.ws, path), query: { watch: 1, recursive: recursive ? 1 : undefined },
+      streamResponse: true,
+    }));
+    deadline.done();
+    const controller = new AbortController();
+    const what = `watch ${path}`;
+    const done = (async () => {
+      let error: unknown;
+      try {
+        for await (const e of readNdjson(response, this.client.streamIdleTimeoutMs, controller.signal, what)) {
+          if (controller.signal.aborted) break;
+          if (e.type === 'keepalive') continue;
+          const p = typeof e.path === 'string' ? e.path : '';
+          const event: FilesystemEvent = {
+            type: String(e.type), path: p, name: p.slice(p.lastIndexOf('/') + 1), isDir: e.is_dir === true,
+          };
+          if (typeof e.message === 'string' && e.message) event.message = e.message;
+          await onEvent(event);
+        }
+      } catch (e) {
+        if (!controller.signal.aborted) {
+          error = e instanceof UnavailableError
+            ? new UnavailableError(`${what}: the stream broke (did the workspace stop?): ${e.message}`,
+                                   { code: 'unavailable', retryable: true, cause: e })
+            : e;
+        }
+      }
+      onExit?.(error);
+      if (error !== undefined) throw error;
+    })();
+    done.catch(() => {});  // kept for wait(); never an unhandled rejection
+    return new WatchHandle(controller, done);
+  }
+
+  /** Copies what is in `localDir` into `remoteDir` (made with its parents; files there are
+   * replaced, others kept) as one tar stream made while it is sent. Symlinks stay symlinks.
+   * requestTimeoutMs: default 1 hour. */
+  async uploadDir(localDir: string, remoteDir: string, options: FileOptions = {}): Promise<DirTransfer> {
+    const counts: DirTransfer = { entries: 0, bytes: 0, skipped: 0 };
+    const target = filePath(this.ws, remoteDir);
+    const body = await packDir(localDir, counts);
+    const answer = await this.client.json<{ entries?: number; bytes?: number }>(
+      this.call({ requestTimeoutMs: 3_600_000, ...options }, {
+        method: 'PUT', path: target, query: { archive: 'tar' }, stream: toWebStream(body),
+        headers: { 'Content-Type': 'application/x-tar' },
+      }));
+    return { entries: answer.entries ?? counts.entries, bytes: answer.bytes ?? counts.bytes, skipped: counts.skipped };
+  }
+
+  /** Copies what is in `remoteDir` into `localDir` (made if missing), extracting the tar
+   * stream as it arrives. An entry that would land outside localDir (an absolute name, '..',
+   * a path through a symlink) is refused with InvalidArgumentError; set-id bits are cleared
+   * and FIFOs left out. requestTimeoutMs bounds the wait for the answer to begin. */
+  async downloadDir(remoteDir: string, localDir: string, options: FileOptions = {}): Promise<DirTransfer> {
+    const { response, deadline } = await this.client.request(this.call(options, {
+      method: 'GET', path: filePath(this.ws, remoteDir), query: { archive: 'tar' }, streamResponse: true,
+    }));
+    deadline.done();
+    const counts: DirTransfer = { entries: 0, bytes: 0, skipped: 0 };
+    await extractInto(readChunks(response, this.client.streamIdleTimeoutMs, options.signal,
+                                 `download_dir ${remoteDir}`), localDir, counts);
+    return counts;
   }
 
   /** A directory's entries. */

@@ -6,6 +6,9 @@ import { Commands } from './commands.js';
 import { ConflictError, InvalidArgumentError, NotFoundError, TimeoutError } from './errors.js';
 import { Files } from './files.js';
 import { Previews } from './previews.js';
+import { Pty } from './pty.js';
+import { Network } from './network.js';
+import { Desktop } from './desktop.js';
 
 export type WorkspaceState = 'creating' | 'starting' | 'running' | 'stopping' | 'stopped' |
   'hibernating' | 'hibernated' | 'deleting' | 'error';
@@ -103,6 +106,12 @@ export class Workspace {
   readonly files: Files;
   /** Its preview links. */
   readonly previews: Previews;
+  /** Its interactive terminals. */
+  readonly pty: Pty;
+  /** What its guest may reach. */
+  readonly network: Network;
+  /** Who controls its desktop, and viewer tickets. */
+  readonly desktop: Desktop;
   private data: WorkspaceInfo;
 
   private constructor(private readonly client: ApiClient, info: WorkspaceInfo) {
@@ -110,6 +119,9 @@ export class Workspace {
     this.commands = new Commands(client, info.id);
     this.files = new Files(client, info.id);
     this.previews = new Previews(client, info.id);
+    this.pty = new Pty(client, info.id);
+    this.network = new Network(client, info.id);
+    this.desktop = new Desktop(client, info.id);
   }
 
   get id(): string { return this.data.id; }
