@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <sstream>
 
@@ -234,6 +235,8 @@ Status Daemon::Start() {
                 "max_connections_per_key at least 0 (0: no cap), "
                 "unauthenticated_header_timeout_s at least 1");
   }
+  // The preview rules again: a config built in code never went through the file's parser.
+  if (auto s = preview::CheckPreviewConfig(config_.preview); !s) return s;
   std::error_code ec;
   fs::create_directories(config_.data_dir, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + config_.data_dir.string()));
@@ -363,13 +366,24 @@ Status Daemon::Start() {
   if (!config_.preview.listen.empty()) {
     auto where = Endpoint::Parse("tcp:" + config_.preview.listen);
     if (!where) return Fail(where.error());
-    auto previews = api_->ListenPreviews(*where);
-    if (!previews) return Fail(previews.error());
+    std::optional<http::TlsFrontOptions> tls;
+    if (config_.preview.tls()) {
+      tls.emplace();
+      tls->cert_file = config_.preview.tls_cert;
+      tls->key_file = config_.preview.tls_key;
+      if (config_.preview_tls_for_test) config_.preview_tls_for_test(*tls);
+    }
+    auto previews = api_->ListenPreviews(*where, std::move(tls));
+    if (!previews) {
+      return Fail(previews.error().code, fmt::format("preview.listen {}: {}", config_.preview.listen,
+                                                     previews.error().message));
+    }
     preview_endpoint_ = *previews;
-    spdlog::info("previews: also on {}", previews->ToString());
+    spdlog::info("previews: also on {}{}", previews->ToString(),
+                 config_.preview.tls() ? fmt::format(" (TLS only, certificate {})", config_.preview.tls_cert) : "");
   }
-  spdlog::info("previews: http://{{port}}-{{workspace}}.{}{}/", config_.preview.domain,
-               fmt::format(":{}", preview_endpoint_.port != 0 ? preview_endpoint_.port : endpoint_.port));
+  // The form every preview link takes (PreviewService::Url): https on berthd's own TLS.
+  spdlog::info("previews: {}", previews_->UrlPattern());
   for (int i = 0; i < std::max(1, config_.io_threads); ++i) {
     io_threads_.emplace_back([this] {
       auto guard = boost::asio::make_work_guard(io_);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 
 #include "common/endpoint.h"
 #include "common/error.h"
+#include "common/http/tls_front.h"
 #include "controller/desktop/desktop_service.h"
 #include "controller/network/network_config.h"
 #include "controller/preview/preview_config.h"
@@ -65,8 +67,12 @@ struct Config {
   // default; the unix transport (tests: no guests) never installs rules.
   network::NetworkConfig network;
   // Previews ("preview": {...}, controller/preview/preview_config.h): at
-  // http://{port}-{workspace}.preview.localhost:<listen port>/ by default.
+  // http://{port}-{workspace}.preview.localhost:<listen port>/ by default; on https from
+  // preview.listen with preview.tls_cert and tls_key.
   preview::PreviewConfig preview;
+  // Tests: changes the preview TLS front's options (a short handshake deadline, a certificate
+  // re-read on every connection) before it starts.
+  std::function<void(http::TlsFrontOptions&)> preview_tls_for_test;
   // The desktop ("desktop": {...}, controller/desktop/desktop_service.h): takeover lease,
   // viewer grace, allowed browser origins.
   desktop::DesktopConfig desktop;

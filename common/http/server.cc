@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/json.h"
+#include "common/net/socket.h"
 
 namespace berth::http {
 namespace {
@@ -101,12 +102,15 @@ void Decrement(std::map<std::string, size_t, std::less<>>& counts, const std::st
 
 Exchange::Exchange(Stream& stream, beast::flat_buffer& buffer,
                    bhttp::request_parser<bhttp::buffer_body>& parser,
-                   const ServerOptions& options, const Endpoint& listener, AdmitFn admit)
+                   const ServerOptions& options, const Endpoint& listener,
+                   std::string peer_address, bool secure, AdmitFn admit)
     : stream_(stream),
       buffer_(buffer),
       parser_(parser),
       options_(options),
       listener_(listener),
+      peer_address_(std::move(peer_address)),
+      secure_(secure),
       admit_(std::move(admit)) {
   body_done_ = parser_.is_done();
 }
@@ -414,7 +418,8 @@ struct Server::Connection {
   // handler has taken the stream over (a WebSocket). shutdown() acts on the socket, not the fd.
   int fd;
   Endpoint listener;
-  std::string source;  // SourceAddress(); empty: not counted per source
+  std::string source;  // PeerAddress() or the adopter's; empty: not counted per source
+  bool secure = false;  // adopted from the TLS front
 
   // Guarded by Server::mutex_.
   bool counted = false;   // in counted_, per_source_ (and per_key_ when admitted)
@@ -502,27 +507,6 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
     auto connection = std::make_shared<Connection>(std::move(socket));
     connection->listener = listener->endpoint;
     connection->source = PeerAddress(connection->stream.socket().native_handle());
-    std::optional<std::string> refusal;
-    std::shared_ptr<Connection> shed;
-    {
-      std::lock_guard lock(mutex_);
-      if (stopped_) co_return;
-      refusal = AdmitNewLocked(connection, shed);
-      if (!refusal) connections_.insert(connection);
-    }
-    // The shed connection's coroutine sees its read fail and ends; shutdown() on the duplicate
-    // is safe from this thread (see Stop).
-    if (shed && shed->fd >= 0) ::shutdown(shed->fd, SHUT_RDWR);
-    if (refusal) {
-      // Written without waiting: a client that does not read its refusal loses it.
-      boost::system::error_code ignored;
-      auto& refused = connection->stream.socket();
-      refused.non_blocking(true, ignored);
-      refused.write_some(asio::buffer(*refusal), ignored);
-      refused.shutdown(asio::socket_base::shutdown_both, ignored);
-      refused.close(ignored);
-      continue;
-    }
     if (listener->endpoint.kind == Endpoint::Kind::kTcp) {
       // Responses often go out as a header write then body writes (chunked streams, proxied
       // bodies): with Nagle on, each small write after the first waits for the peer's delayed
@@ -531,10 +515,50 @@ Task<void> Server::AcceptLoop(std::shared_ptr<Listener> listener) {
       setsockopt(connection->stream.socket().native_handle(), IPPROTO_TCP, TCP_NODELAY, &one,
                  sizeof(one));
     }
-    open_connections_.fetch_add(1);
-    auto executor = connection->stream.get_executor();
-    asio::co_spawn(executor, Serve(std::move(connection)), asio::detached);
+    if (!Begin(std::move(connection))) co_return;
   }
+}
+
+bool Server::Begin(std::shared_ptr<Connection> connection) {
+  std::optional<std::string> refusal;
+  std::shared_ptr<Connection> shed;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return false;
+    refusal = AdmitNewLocked(connection, shed);
+    if (!refusal) connections_.insert(connection);
+  }
+  // The shed connection's coroutine sees its read fail and ends; shutdown() on the duplicate
+  // is safe from this thread (see Stop).
+  if (shed && shed->fd >= 0) ::shutdown(shed->fd, SHUT_RDWR);
+  if (refusal) {
+    // Written without waiting: a client that does not read its refusal loses it.
+    boost::system::error_code ignored;
+    auto& refused = connection->stream.socket();
+    refused.non_blocking(true, ignored);
+    refused.write_some(asio::buffer(*refusal), ignored);
+    refused.shutdown(asio::socket_base::shutdown_both, ignored);
+    refused.close(ignored);
+    return true;
+  }
+  open_connections_.fetch_add(1);
+  auto executor = connection->stream.get_executor();
+  asio::co_spawn(executor, Serve(std::move(connection)), asio::detached);
+  return true;
+}
+
+Status Server::Adopt(UniqueFd inner, const Endpoint& listener, std::string peer_address,
+                     bool secure) {
+  auto socket = net::AdoptSocket(asio::make_strand(io_), std::move(inner));
+  if (!socket) return Fail(socket.error());
+  auto connection = std::make_shared<Connection>(std::move(*socket));
+  connection->listener = listener;
+  connection->source = std::move(peer_address);
+  connection->secure = secure;
+  if (!Begin(std::move(connection))) {
+    return Fail(ErrorCode::kFailedPrecondition, "the server is stopped");
+  }
+  return Status{};
 }
 
 std::optional<std::string> Server::AdmitNewLocked(const std::shared_ptr<Connection>& c,
@@ -659,7 +683,8 @@ Task<void> Server::Serve(std::shared_ptr<Connection> c) {
       }
       break;
     }
-    Exchange exchange(c->stream, buffer, parser, options_, c->listener, admit);
+    Exchange exchange(c->stream, buffer, parser, options_, c->listener, c->source, c->secure,
+                      admit);
     if (!co_await exchange.Prepare()) break;
     std::optional<std::string> failure;
     try {

@@ -6,6 +6,10 @@
 // Handlers get an Exchange: the parsed request header plus the means to read the body (whole
 // or streamed), answer (whole, chunked-streamed, or by taking over the connection as a
 // WebSocket or raw byte pipe).
+//
+// Connections come from the server's own listeners (Listen) or are handed to it already
+// connected (Adopt): the TLS front (tls_front.h) ends TLS and adopts one end of a socketpair,
+// naming the client's address, so the caps and what handlers see are the client's.
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include "common/error.h"
 #include "common/http/types.h"
 #include "common/http/url.h"
+#include "common/unique.h"
 
 namespace berth::http {
 
@@ -70,9 +75,11 @@ class Exchange {
   // How the connection's server records an admission (see Admit); empty: admission always
   // succeeds (an Exchange without a Server behind it).
   using AdmitFn = std::function<Status(std::string_view key)>;
+  // `peer_address` and `secure`: see peer_address() and secure().
   Exchange(Stream& stream, beast::flat_buffer& buffer,
            bhttp::request_parser<bhttp::buffer_body>& parser, const ServerOptions& options,
-           const Endpoint& listener, AdmitFn admit = {});
+           const Endpoint& listener, std::string peer_address = {}, bool secure = false,
+           AdmitFn admit = {});
 
   // --- the request ------------------------------------------------------------------------
   const bhttp::request<bhttp::buffer_body>& request() const { return parser_.get(); }
@@ -88,6 +95,12 @@ class Exchange {
   std::string_view param(std::string_view name) const;
   // Which listener the request came through.
   const Endpoint& listener() const { return listener_; }
+  // The client's IP address as text (PeerAddress's form; for an adopted connection, the
+  // address its adopter named): what X-Forwarded-For and logs say. Empty for unix and vsock
+  // clients.
+  const std::string& peer_address() const { return peer_address_; }
+  // Whether the client reached the server over TLS (a connection the TLS front adopted).
+  bool secure() const { return secure_; }
   // Anything a middleware wants to carry to the handler (e.g. the authenticated principal).
   nlohmann::json& context() { return context_; }
 
@@ -165,6 +178,8 @@ class Exchange {
   bhttp::request_parser<bhttp::buffer_body>& parser_;
   const ServerOptions& options_;
   const Endpoint& listener_;
+  std::string peer_address_;
+  bool secure_ = false;
   AdmitFn admit_;
   std::string path_;
   Query query_;
@@ -181,7 +196,7 @@ using Handler = std::function<Task<void>(Exchange&)>;
 
 // The peer's IP address as text for a TCP socket (IPv4-mapped IPv6 as IPv4), empty for
 // anything else (unix, vsock): the key of the per-source cap, and what a proxy puts in
-// X-Forwarded-For. Any thread.
+// X-Forwarded-For (handlers read it as Exchange::peer_address()). Any thread.
 std::string PeerAddress(int fd);
 
 class Server {
@@ -194,6 +209,15 @@ class Server {
   // Binds and starts accepting. A unix path is unlinked first and chmod'ed to `unix_mode`.
   // Returns the bound endpoint (with the real port when 0 was asked). Any thread.
   Result<Endpoint> Listen(const Endpoint& endpoint, unsigned unix_mode = 0600);
+  // Serves a connection accepted elsewhere (`inner`, a connected stream socket, owned by the
+  // server from now on) exactly as one of Listen's: the same caps and admission, the same
+  // timeouts. `peer_address` is the client's address as PeerAddress gives it (empty: not
+  // counted per source), what the per-source cap counts and Exchange::peer_address() says;
+  // `listener` is what Exchange::listener() says; `secure` what Exchange::secure() says. A
+  // connection refused by a cap gets its refusal (429, 503) written to `inner`, which is then
+  // closed, and that is still success. failed_precondition once the server is stopped. Any
+  // thread.
+  Status Adopt(UniqueFd inner, const Endpoint& listener, std::string peer_address, bool secure);
   // Stops accepting, then closes every open connection. Any thread; idempotent.
   void Stop();
   size_t open_connections() const { return open_connections_.load(); }
@@ -202,6 +226,9 @@ class Server {
   struct Listener;
   struct Connection;
   Task<void> AcceptLoop(std::shared_ptr<Listener> listener);
+  // Counts a new connection in and starts serving it on its strand, or writes its refusal and
+  // closes it. false when the server is stopped (the connection is dropped).
+  bool Begin(std::shared_ptr<Connection> connection);
   Task<void> Serve(std::shared_ptr<Connection> connection);
   // Counts a new connection in, or says why not (nullopt: admitted); may pick a connection to
   // shed (returned in `shed`, to be shut down after the lock). Holds mutex_.

@@ -79,18 +79,32 @@ Result<Endpoint> ApiServer::Listen(const Endpoint& endpoint) {
   return bound;
 }
 
-Result<Endpoint> ApiServer::ListenPreviews(const Endpoint& endpoint) {
+Result<Endpoint> ApiServer::ListenPreviews(const Endpoint& endpoint,
+                                           std::optional<http::TlsFrontOptions> tls) {
   if (!preview_server_) {
     preview_server_ = std::make_unique<http::Server>(
         io_, options_.server, [this](http::Exchange& ex) { return previews_.ServeOnly(ex); });
   }
-  auto bound = preview_server_->Listen(endpoint);
+  Result<Endpoint> bound;
+  if (tls) {
+    if (preview_tls_) return Fail(ErrorCode::kFailedPrecondition, "the preview listener speaks TLS already");
+    // TLS ends in the front; the server sees the decrypted connections, marked secure, with the
+    // clients' own addresses.
+    auto front = http::TlsFront::Create(io_, *preview_server_, std::move(*tls));
+    if (!front) return Fail(front.error());
+    preview_tls_ = std::move(*front);
+    bound = preview_tls_->Listen(endpoint);
+  } else {
+    bound = preview_server_->Listen(endpoint);
+  }
   if (bound) options_.previews->SetListenerPort(bound->port);
   return bound;
 }
 
 void ApiServer::Stop() {
   if (server_) server_->Stop();
+  // The front first: no connection is adopted by a server that is stopping.
+  if (preview_tls_) preview_tls_->Stop();
   if (preview_server_) preview_server_->Stop();
 }
 

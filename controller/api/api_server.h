@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -14,6 +15,7 @@
 #include "common/blocking.h"
 #include "common/http/router.h"
 #include "common/http/server.h"
+#include "common/http/tls_front.h"
 #include "controller/agent_client/agent_proxy.h"
 #include "controller/api/auth.h"
 #include "controller/desktop/desktop_service.h"
@@ -93,8 +95,11 @@ class ApiServer {
   // Binds and serves; the bound endpoint (real port for port 0). Links to previews name this
   // port unless a preview listener is bound (or the config names one).
   Result<Endpoint> Listen(const Endpoint& endpoint);
-  // A listener that serves previews alone (preview.listen); call after Listen.
-  Result<Endpoint> ListenPreviews(const Endpoint& endpoint);
+  // A listener that serves previews alone (preview.listen); call after Listen. With `tls`, it
+  // speaks TLS only (http::TlsFront, from preview.tls_cert and tls_key): an error naming the
+  // file when the certificate or key does not load or match.
+  Result<Endpoint> ListenPreviews(const Endpoint& endpoint,
+                                  std::optional<http::TlsFrontOptions> tls = std::nullopt);
   // Stops accepting and closes connections. Any thread.
   void Stop();
 
@@ -109,6 +114,8 @@ class ApiServer {
   http::Router router_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> preview_server_;
+  // In front of preview_server_ when the preview listener speaks TLS; destroyed first.
+  std::unique_ptr<http::TlsFront> preview_tls_;
 };
 
 }  // namespace berth::api

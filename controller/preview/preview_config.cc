@@ -37,6 +37,11 @@ Result<PreviewConfig> ParsePreviewConfig(const nlohmann::json& j) {
         return Fail(Invalid("'preview.scheme' must be \"http\" or \"https\""));
       }
       c.scheme = v.get<std::string>();
+    } else if (k == "tls_cert" || k == "tls_key") {
+      if (!v.is_string() || v.get<std::string>().empty()) {
+        return Fail(Invalid(fmt::format("'preview.{}' must be the path of a PEM file", k)));
+      }
+      (k == "tls_cert" ? c.tls_cert : c.tls_key) = v.get<std::string>();
     } else if (k == "url_port") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 65535) {
         return Fail(Invalid("'preview.url_port' must be a port (0: the listener's)"));
@@ -52,11 +57,27 @@ Result<PreviewConfig> ParsePreviewConfig(const nlohmann::json& j) {
       c.max_ttl = *t;
     } else {
       return Fail(Invalid(fmt::format(
-          "unknown key 'preview.{}' (domain, listen, scheme, url_port, default_ttl, max_ttl)", k)));
+          "unknown key 'preview.{}' (domain, listen, scheme, url_port, tls_cert, tls_key, "
+          "default_ttl, max_ttl)",
+          k)));
     }
   }
-  if (c.default_ttl > c.max_ttl) return Fail(Invalid("'preview.default_ttl' is longer than 'preview.max_ttl'"));
+  if (auto s = CheckPreviewConfig(c); !s) return Fail(s.error());
   return c;
+}
+
+Status CheckPreviewConfig(const PreviewConfig& c) {
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return Fail(Invalid(c.tls_cert.empty()
+                            ? "'preview.tls_key' needs 'preview.tls_cert', the certificate it is the key of"
+                            : "'preview.tls_cert' needs 'preview.tls_key', the certificate's private key"));
+  }
+  if (c.tls() && c.listen.empty()) {
+    return Fail(Invalid("'preview.tls_cert' and 'preview.tls_key' need 'preview.listen': berthd's TLS is "
+                        "served on the preview listener of its own (host:port)"));
+  }
+  if (c.default_ttl > c.max_ttl) return Fail(Invalid("'preview.default_ttl' is longer than 'preview.max_ttl'"));
+  return Status{};
 }
 
 }  // namespace berth::preview

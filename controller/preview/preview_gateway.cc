@@ -66,10 +66,8 @@ http::Task<bool> PreviewGateway::Serve(http::Exchange& ex) {
 http::Task<void> PreviewGateway::ServeOnly(http::Exchange& ex) {
   bool served = co_await Serve(ex);
   if (served) co_return;
-  Page page = ErrorPage(Error(ErrorCode::kNotFound,
-                              fmt::format("this listener serves previews only: "
-                                          "http://{{port}}-{{workspace}}.{}/",
-                                          config_.domain)));
+  Page page = ErrorPage(Error(ErrorCode::kNotFound, fmt::format("this listener serves previews only: {}",
+                                                               deps_.previews.UrlPattern())));
   co_await SendPage(ex, std::move(page));
 }
 
@@ -139,7 +137,8 @@ Result<PreviewGateway::Access> PreviewGateway::Authorize(const PreviewAddress& a
 }
 
 http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress& address) {
-  const bool https = config_.https();
+  // Over https: berthd's own TLS, or a TLS proxy in front by the operator's word.
+  const bool https = ex.secure() || config_.https();
   std::string_view raw_target = ex.target();
   if (raw_target.empty() || raw_target.front() != '/') {
     // An absolute-form target names a host of its own, which is not what the Host said.
@@ -281,8 +280,10 @@ http::Task<void> PreviewGateway::Proxy(http::Exchange& ex, const PreviewAddress&
                                          agent_client::ConnectorTarget{address.port});
   Forwarded forwarded;
   forwarded.host = std::string(ex.header(bhttp::field::host));
-  forwarded.proto = config_.scheme;
-  forwarded.client = http::PeerAddress(ex.stream().socket().native_handle());
+  forwarded.proto = (ex.secure() || config_.https()) ? "https" : "http";
+  // The client's own address, also when berthd's TLS front decrypted the request (then the
+  // connection itself is a socketpair).
+  forwarded.client = ex.peer_address();
   agent_client::ProxyPlan plan;
   plan.build = [&](agent_client::BodyFraming framing) {
     return BuildPreviewRequest(ex.request(), target, address.port, forwarded, framing);

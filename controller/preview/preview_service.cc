@@ -13,10 +13,17 @@ PreviewService::PreviewService(PreviewConfig config, store::Store& store, std::f
 std::optional<std::string> PreviewService::Url(uint16_t port, std::string_view workspace) const {
   auto label = PreviewLabel(port, workspace);
   if (!label) return std::nullopt;
+  return UrlOfLabel(*label);
+}
+
+std::string PreviewService::UrlPattern() const { return UrlOfLabel("{port}-{workspace}"); }
+
+std::string PreviewService::UrlOfLabel(std::string_view label) const {
+  const std::string scheme = config_.LinkScheme();
   int url_port = config_.url_port != 0 ? config_.url_port : listener_port_.load();
-  bool default_port = url_port == 0 || (config_.scheme == "http" && url_port == 80) ||
-                      (config_.scheme == "https" && url_port == 443);
-  return fmt::format("{}://{}.{}{}/", config_.scheme, *label, config_.domain,
+  bool default_port = url_port == 0 || (scheme == "http" && url_port == 80) ||
+                      (scheme == "https" && url_port == 443);
+  return fmt::format("{}://{}.{}{}/", scheme, label, config_.domain,
                      default_port ? "" : fmt::format(":{}", url_port));
 }
 

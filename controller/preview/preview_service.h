@@ -41,6 +41,9 @@ class PreviewService {
   std::optional<std::string> Url(uint16_t port, std::string_view workspace) const;
   // The address of a port of `ws`: by name, by id when the name has no preview host.
   std::string UrlOf(uint16_t port, const workspace::Workspace& ws) const;
+  // Every preview's address at once, "{port}" and "{workspace}" in place of a port and a
+  // workspace (berthd's start-up line). Any thread.
+  std::string UrlPattern() const;
   // The port links name when the config does not say (the listener that serves previews).
   void SetListenerPort(uint16_t port) { listener_port_.store(port); }
 
@@ -48,6 +51,8 @@ class PreviewService {
   PreviewGrants& grants() { return grants_; }
 
  private:
+  // The link to the preview host labelled `label`: the config's scheme, domain and port.
+  std::string UrlOfLabel(std::string_view label) const;
   v1::Preview Present(const store::Preview& p, const workspace::Workspace& ws) const;
 
   PreviewConfig config_;

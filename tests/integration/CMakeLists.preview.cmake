@@ -21,3 +21,18 @@ berth_add_test(integration_berthd_preview SOURCES integration/berthd_preview_tes
 set_tests_properties(integration_berthd_preview PROPERTIES
                      ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
 add_dependencies(integration_berthd_preview berth-agent)
+
+# berthd's own TLS on the preview listener (common/http/tls_front.h): a wildcard certificate
+# made at test time, https through to the app, WebSocket, the handshake deadline, the per-source
+# cap by the client's own address, renewal without a restart, a bad pair refused at start, and
+# `berth preview` (the CLI in-process) printing the https link.
+berth_add_test(integration_berthd_preview_tls SOURCES integration/berthd_preview_tls_test.cc
+               LIBS berth_test_berthd berth_cli_core LABELS integration)
+set_tests_properties(integration_berthd_preview_tls PROPERTIES
+                     ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
+add_dependencies(integration_berthd_preview_tls berth-agent)
+
+# http::TlsFront's contracts on their own (common/http/tls_front.h), before a plain http::Server:
+# half-close, the write deadline, the handshake caps, Stop.
+berth_add_test(integration_tls_front NO_AGENT SOURCES integration/tls_front_test.cc
+               LIBS berth_common LABELS integration)

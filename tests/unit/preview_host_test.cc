@@ -100,4 +100,54 @@ TEST_CASE("preview config: the domain and durations are checked", "[preview]") {
   CHECK_FALSE(ParsePreviewConfig(nlohmann::json::parse(R"({"colour":"blue"})")));
 }
 
+TEST_CASE("preview config: TLS takes a certificate and its key together, on a listener of its own",
+          "[preview]") {
+  auto message = [](const char* text) {
+    auto c = ParsePreviewConfig(nlohmann::json::parse(text));
+    REQUIRE_FALSE(c);
+    CHECK(c.error().code == ErrorCode::kInvalidArgument);
+    return c.error().message;
+  };
+  // One without the other, each error naming the key that is missing.
+  CHECK_THAT(message(R"({"listen":"127.0.0.1:8443","tls_cert":"/c.pem"})"), Catch::Contains("'preview.tls_key'"));
+  CHECK_THAT(message(R"({"listen":"127.0.0.1:8443","tls_key":"/k.pem"})"), Catch::Contains("'preview.tls_cert'"));
+  // TLS is the preview listener's: without one, refused, naming it.
+  CHECK_THAT(message(R"({"tls_cert":"/c.pem","tls_key":"/k.pem"})"), Catch::Contains("'preview.listen'"));
+  // Paths are non-empty strings.
+  CHECK_THAT(message(R"({"listen":"127.0.0.1:8443","tls_cert":"","tls_key":"/k.pem"})"),
+             Catch::Contains("'preview.tls_cert'"));
+  CHECK_THAT(message(R"({"listen":"127.0.0.1:8443","tls_cert":"/c.pem","tls_key":7})"),
+             Catch::Contains("'preview.tls_key'"));
+
+  // With TLS, links say https unless the operator says otherwise (a TLS proxy in front that
+  // forwards plain http is still a scheme of "https"; "http" is taken at its word).
+  auto tls = ParsePreviewConfig(
+      nlohmann::json::parse(R"({"listen":"127.0.0.1:8443","tls_cert":"/c.pem","tls_key":"/k.pem"})"));
+  REQUIRE(tls);
+  CHECK(tls->tls());
+  CHECK(tls->LinkScheme() == "https");
+  CHECK_FALSE(tls->https());  // requests are https by their own connection, not by the config
+  auto said = ParsePreviewConfig(nlohmann::json::parse(
+      R"({"listen":"127.0.0.1:8443","tls_cert":"/c.pem","tls_key":"/k.pem","scheme":"http","url_port":8443})"));
+  REQUIRE(said);
+  CHECK(said->LinkScheme() == "http");
+  CHECK(said->url_port == 8443);
+  // Without TLS: http, unless a proxy in front is declared.
+  auto plain = ParsePreviewConfig(nlohmann::json::parse(R"({})"));
+  REQUIRE(plain);
+  CHECK_FALSE(plain->tls());
+  CHECK(plain->LinkScheme() == "http");
+  auto proxied = ParsePreviewConfig(nlohmann::json::parse(R"({"scheme":"https","url_port":443})"));
+  REQUIRE(proxied);
+  CHECK(proxied->LinkScheme() == "https");
+  CHECK(proxied->https());
+  // A config built in code meets the same rules.
+  PreviewConfig built;
+  built.tls_cert = "/c.pem";
+  built.tls_key = "/k.pem";
+  CHECK_FALSE(CheckPreviewConfig(built));
+  built.listen = "127.0.0.1:0";
+  CHECK(CheckPreviewConfig(built));
+}
+
 }  // namespace berth::preview
