@@ -109,6 +109,14 @@ Status Config::LoadFile(const fs::path& path) {
       else if (k == "image_gc_every_s") image_gc_every_s = v.get<int>();
       else if (k == "io_threads") io_threads = v.get<int>();
       else if (k == "log_level") log_level = v.get<std::string>();
+      else if (k == "web_root") web_root = v.get<std::string>();
+      else if (k == "sessions") {
+        auto parsed = api::ParseSessionOptions(v);
+        if (!parsed) {
+          return Fail(ErrorCode::kInvalidArgument, fmt::format("{}: sessions: {}", path.string(), parsed.error().message));
+        }
+        sessions = *parsed;
+      }
       else if (k == "max_connections") max_connections = v.get<int>();
       else if (k == "max_connections_per_source") max_connections_per_source = v.get<int>();
       else if (k == "max_connections_per_key") max_connections_per_key = v.get<int>();
@@ -339,6 +347,8 @@ Status Daemon::Start() {
   aopt.network = service_.get();
   aopt.previews = previews_.get();
   aopt.desktop = desktop_.get();
+  aopt.web_root = config_.web_root;
+  aopt.sessions = config_.sessions;
   aopt.server.max_connections = static_cast<size_t>(config_.max_connections);
   aopt.server.max_connections_per_source = static_cast<size_t>(config_.max_connections_per_source);
   aopt.server.max_connections_per_key = static_cast<size_t>(config_.max_connections_per_key);

@@ -16,6 +16,7 @@
 #include "common/endpoint.h"
 #include "common/error.h"
 #include "common/http/tls_front.h"
+#include "controller/api/sessions.h"
 #include "controller/desktop/desktop_service.h"
 #include "controller/network/network_config.h"
 #include "controller/preview/preview_config.h"
@@ -76,6 +77,10 @@ struct Config {
   // The desktop ("desktop": {...}, controller/desktop/desktop_service.h): takeover lease,
   // viewer grace, allowed browser origins.
   desktop::DesktopConfig desktop;
+  // The web UI: its built files (web/dist; empty: "/" says it was not built), and its sign-in
+  // sessions ("sessions": {"idle_timeout_s", "max_age_s"}, controller/api/sessions.h).
+  std::filesystem::path web_root;
+  api::SessionOptions sessions;
   // Every tenant's limits unless the operator set its own (PATCH /v1/tenants/{id}):
   // "limits": {"workspaces": 50, "vcpus": 16, "memory_mib": 32768, "disk_gib": 2048}.
   workspace::Limits limits;

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"berthd: the Berth controller (workspaces as VMs, the v1 API)"};
   berth::Config config;
-  std::string config_file, listen, data, uri, transport, accel, agent_bin, agent_user, log_level;
+  std::string config_file, listen, data, uri, transport, accel, agent_bin, agent_user, log_level, web_root;
   int idle_poll_ms = 0, boot_timeout_s = 0;
   app.add_option("--config", config_file, "JSON config file (flags win over it)");
   app.add_option("--listen", listen, "HOST:PORT or unix:PATH (default 127.0.0.1:8420)");
@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   app.add_option("--idle-poll-ms", idle_poll_ms, "how often the idle loop runs");
   app.add_option("--boot-timeout", boot_timeout_s, "seconds before a silent boot is retried");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_option("--web-root", web_root, "the built web UI (web/dist), served under /");
   bool version = false;
   app.add_flag("--version", version, "print the version and exit");
   auto* domain_xml = app.add_subcommand(
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
   if (idle_poll_ms > 0) config.idle_poll_ms = idle_poll_ms;
   if (boot_timeout_s > 0) config.boot_timeout_s = boot_timeout_s;
   if (!log_level.empty()) config.log_level = log_level;
+  if (!web_root.empty()) config.web_root = web_root;
   spdlog::set_level(spdlog::level::from_str(config.log_level));
 
   berth::Daemon daemon(config);

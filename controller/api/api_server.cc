@@ -48,7 +48,9 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
                                        if (!principal) return Fail(principal.error());
                                        return principal->tenant_id;
                                      }}),
-      ctx_{pool, store, service, auth, options_, agent_connections_, *options_.previews, options_.desktop} {
+      sessions_(store, auth, options_.sessions),
+      web_(options_.web_root),
+      ctx_{pool, store, service, auth, sessions_, options_, agent_connections_, *options_.previews, options_.desktop} {
   // What runs the guests is no secret, and operators and tests want to see it at a glance.
   router_.Add(verb::get, "/v1/health", [this](http::Exchange& ex) -> http::Task<void> {
     v1::Health health;
@@ -61,6 +63,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
     co_await ex.SendJson(status::ok, body);
   });
   AddAdminRoutes(router_, ctx_);
+  AddSessionRoutes(router_, ctx_);
   AddWorkspaceRoutes(router_, ctx_);
   AddAgentRoutes(router_, ctx_);
   AddPreviewRoutes(router_, ctx_);
@@ -151,44 +154,93 @@ http::Task<void> ApiServer::Handle(http::Exchange& ex) {
   // (preview tokens, public grants), and answers a malformed one itself.
   bool preview = co_await previews_.Serve(ex);
   if (preview) co_return;
-  // Every route but health is authenticated here, before any handler runs and so before any
-  // request body is read: /mcp too (it would otherwise read and parse 32 MiB for any
-  // "Bearer x"). /mcp checks the key again at initialize, as it does when it runs alone.
-  bool open = ex.method() == verb::get && ex.path() == "/v1/health";
+  // The web UI's files are public, as any sign-in page is: what they show comes from the API.
+  if (web_.Serves(ex)) {
+    co_await web_.Serve(ex);
+    co_return;
+  }
+  // Every route but health and sign-in is authenticated here, before any handler runs and so
+  // before any request body is read: /mcp too (it would otherwise read and parse 32 MiB for
+  // any "Bearer x"). /mcp checks the key again at initialize, as it does when it runs alone.
+  bool open = (ex.method() == verb::get && ex.path() == "/v1/health") || IsSignInRequest(ex);
   // A desktop viewer's browser holds a ticket, never a key: its routes check the ticket.
   if (options_.desktop && IsDesktopTicketRequest(ex)) open = true;
-  if (!open) {
-    std::string authorization(ex.header(http::bhttp::field::authorization));
+  if (!open && !co_await Authenticate(ex)) co_return;
+  co_await router_.Dispatch(ex);
+}
+
+http::Task<bool> ApiServer::Authenticate(http::Exchange& ex) {
+  std::string authorization(ex.header(http::bhttp::field::authorization));
+  std::optional<std::string> cookie;
+  if (authorization.empty()) {
+    if (auto value = CookieValue(ex.header(http::bhttp::field::cookie), kSessionCookie)) {
+      cookie = std::string(*value);
+    }
+  }
+  Result<Principal> principal = Fail(ErrorCode::kInternal, "unset");
+  std::optional<SignedIn> signed_in;
+  if (cookie) {
     // By-reference captures only: the closure is trivially destructible (g++ 12, see
     // docs/architecture.md).
-    auto principal = co_await ctx_.Blocking([&] { return ctx_.auth.Authenticate(authorization); });
-    if (!principal) {
-      if (principal.error().code == ErrorCode::kUnauthenticated) {
-        co_await SendUnauthenticated(ex, principal.error());
-      } else {
-        co_await ex.SendError(principal.error());
-      }
-      co_return;
+    auto found = co_await ctx_.Blocking([&] { return sessions_.Authenticate(*cookie); });
+    if (found) {
+      signed_in = std::move(*found);
+      principal = signed_in->principal;
+    } else {
+      principal = Fail(found.error());
     }
-    // Only now is it known whose connection this is: it counts against the key's cap, and
-    // stops being a candidate for the unauthenticated header deadline and for shedding.
-    if (auto admitted = ex.Admit(principal->key_id); !admitted) {
-      ex.set_keep_alive(false);
-      if (admitted.error().code == ErrorCode::kResourceExhausted) {
-        co_await SendTooManyConnections(ex, admitted.error());
-      } else {
-        co_await ex.SendError(admitted.error());
-      }
-      co_return;
-    }
-    auto& c = ex.context();
-    c["tenant_id"] = principal->tenant_id;
-    c["tenant_name"] = principal->tenant_name;
-    c["key_id"] = principal->key_id;
-    c["key_prefix"] = principal->key_prefix;
-    c["scope"] = ScopeName(principal->scope);
+  } else {
+    principal = co_await ctx_.Blocking([&] { return ctx_.auth.Authenticate(authorization); });
   }
-  co_await router_.Dispatch(ex);
+  if (!principal) {
+    if (principal.error().code == ErrorCode::kUnauthenticated) {
+      co_await SendUnauthenticated(ex, principal.error());
+    } else {
+      co_await ex.SendError(principal.error());
+    }
+    co_return false;
+  }
+  if (signed_in) {
+    // A cookie goes along with any request the browser makes, a key only with the page's own:
+    // a signed-in request must show that berthd's page sent it (sessions.h).
+    bool reads = ex.method() == verb::get || ex.method() == verb::head;
+    std::string_view origin = ex.header(http::bhttp::field::origin);
+    if (!reads && !Sessions::CsrfMatches(*cookie, ex.header(kCsrfHeader))) {
+      co_await ex.SendError({ErrorCode::kPermissionDenied,
+                             "a signed-in request that changes something needs the session's "
+                             "X-CSRF-Token header (from GET /v1/sessions/current)"});
+      co_return false;
+    }
+    if ((ex.IsWebSocketUpgrade() || !origin.empty()) &&
+        !SameOrigin(origin, ex.header(http::bhttp::field::host))) {
+      co_await ex.SendError({ErrorCode::kPermissionDenied,
+                             "a signed-in request from another origin is refused (the session "
+                             "belongs to berthd's own page)"});
+      co_return false;
+    }
+  }
+  // Only now is it known whose connection this is: it counts against the key's cap, and
+  // stops being a candidate for the unauthenticated header deadline and for shedding.
+  if (auto admitted = ex.Admit(principal->key_id); !admitted) {
+    ex.set_keep_alive(false);
+    if (admitted.error().code == ErrorCode::kResourceExhausted) {
+      co_await SendTooManyConnections(ex, admitted.error());
+    } else {
+      co_await ex.SendError(admitted.error());
+    }
+    co_return false;
+  }
+  auto& c = ex.context();
+  c["tenant_id"] = principal->tenant_id;
+  c["tenant_name"] = principal->tenant_name;
+  c["key_id"] = principal->key_id;
+  c["key_prefix"] = principal->key_prefix;
+  c["scope"] = ScopeName(principal->scope);
+  if (signed_in) {
+    c["session_id"] = signed_in->session.id;
+    c["csrf_token"] = signed_in->csrf_token;
+  }
+  co_return true;
 }
 
 }  // namespace berth::api

@@ -4,6 +4,7 @@
 // workspace service owns all state. Store and service calls block, so they run on a pool.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +19,8 @@
 #include "common/http/tls_front.h"
 #include "controller/agent_client/agent_proxy.h"
 #include "controller/api/auth.h"
+#include "controller/api/sessions.h"
+#include "controller/api/web_ui.h"
 #include "controller/desktop/desktop_service.h"
 #include "controller/network/network_api.h"
 #include "controller/preview/preview_gateway.h"
@@ -43,6 +46,11 @@ struct ApiOptions {
   // The desktop (tickets, control, the VNC bridge): its routes are mounted when set; it must
   // outlive the server.
   desktop::DesktopService* desktop = nullptr;
+  // Web UI sessions (sign-in by cookie, controller/api/sessions.h).
+  SessionOptions sessions;
+  // The web UI's built files (web/dist), served under "/"; empty: a page saying it is not
+  // built.
+  std::filesystem::path web_root;
 };
 
 // What every route needs. Owned by ApiServer; handlers hold a reference.
@@ -51,6 +59,7 @@ struct ApiContext {
   store::Store& store;
   workspace::WorkspaceService& service;
   Authenticator& auth;
+  Sessions& sessions;
   const ApiOptions& options;
   // Keep-alive connections to agents, shared by every proxied request.
   agent_client::AgentConnectionPool& agent_connections;
@@ -74,6 +83,10 @@ http::Task<void> SleepFor(std::chrono::milliseconds d);
 http::Task<bool> Require(http::Exchange& ex, Scope needed);
 
 void AddAdminRoutes(http::Router& router, ApiContext& ctx);
+// session_routes.cc: /v1/sessions.
+void AddSessionRoutes(http::Router& router, ApiContext& ctx);
+// POST /v1/sessions: signing in, the one request besides health that carries no credential.
+bool IsSignInRequest(http::Exchange& ex);
 void AddWorkspaceRoutes(http::Router& router, ApiContext& ctx);
 void AddAgentRoutes(http::Router& router, ApiContext& ctx);
 void AddPreviewRoutes(http::Router& router, ApiContext& ctx);
@@ -105,11 +118,16 @@ class ApiServer {
 
  private:
   http::Task<void> Handle(http::Exchange& ex);
+  // Authenticates by key (Authorization) or, without one, by session cookie with its
+  // cross-site checks; answers and returns false when refused.
+  http::Task<bool> Authenticate(http::Exchange& ex);
 
   boost::asio::io_context& io_;
   ApiOptions options_;
   agent_client::AgentConnectionPool agent_connections_;
   preview::PreviewGateway previews_;
+  Sessions sessions_;
+  WebUi web_;
   ApiContext ctx_;
   http::Router router_;
   std::unique_ptr<http::Server> server_;

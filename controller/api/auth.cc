@@ -104,7 +104,21 @@ Status Authenticator::Revoke(const std::string& key_id, const Principal& by) {
   auto status = store_.RevokeKey(key_id, UnixNow());
   std::lock_guard lock(mutex_);
   cache_.clear();
+  revocations_.fetch_add(1);
   return status;
+}
+
+Result<Principal> Authenticator::PrincipalOfKey(const std::string& key_id) {
+  auto key = store_.GetKey(key_id);
+  if (!key || key->revoked_at) {
+    if (!key && key.error().code != ErrorCode::kNotFound) return Fail(key.error());
+    return Fail(ErrorCode::kUnauthenticated, "the API key of this session was revoked");
+  }
+  auto tenant = store_.GetTenant(key->tenant_id);
+  if (!tenant) return Fail(tenant.error());
+  auto scope = ParseScope(key->scope);
+  if (!scope) return Fail(ErrorCode::kInternal, "stored key has an unknown scope");
+  return Principal{tenant->id, tenant->name, key->id, key->prefix, *scope};
 }
 
 }  // namespace berth::api

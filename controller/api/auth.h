@@ -4,6 +4,7 @@
 // clears it, so a revoked key stops working at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -55,6 +56,12 @@ class Authenticator {
   // tenant's key is as good as missing), permission_denied for a key of a higher scope than
   // `by`'s. The key fails authentication from then on. Blocking.
   Status Revoke(const std::string& key_id, const Principal& by);
+  // The principal of the key `key_id` (a web UI session's key): unauthenticated when the key
+  // is unknown or revoked. Blocking.
+  Result<Principal> PrincipalOfKey(const std::string& key_id);
+  // Counts revocations: a cache of principals built on keys (Sessions) that saw another count
+  // is stale, so a revoked key's sessions end at once too.
+  uint64_t revocations() const { return revocations_.load(); }
 
  private:
   struct Cached {
@@ -65,6 +72,7 @@ class Authenticator {
   std::mutex mutex_;
   std::map<std::string, Cached> cache_;  // by key hash
   std::map<std::string, int64_t> touched_;  // key id -> last_used_at written
+  std::atomic<uint64_t> revocations_{0};
 };
 
 }  // namespace berth::api

@@ -50,9 +50,8 @@ bool OriginAllowed(http::Exchange& ex, const desktop::DesktopConfig& config, boo
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
   };
+  if (SameOrigin(origin, ex.header(field::host))) return true;
   origin = lower(origin);
-  std::string host = lower(std::string(ex.header(field::host)));
-  if (!host.empty() && (origin == "http://" + host || origin == "https://" + host)) return true;
   for (const auto& o : config.origins) {
     if (lower(o) == origin) return true;
   }

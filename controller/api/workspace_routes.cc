@@ -268,6 +268,62 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
   }
 }
 
+// Every workspace of the tenant, in pages from memory.
+std::vector<Workspace> AllOf(ApiContext& ctx, const std::string& tenant) {
+  std::vector<Workspace> all;
+  store::WorkspaceFilter filter;
+  filter.limit = 1000;
+  for (;;) {
+    auto page = ctx.service.List(tenant, filter);
+    all.insert(all.end(), page.begin(), page.end());
+    if (page.size() < static_cast<size_t>(filter.limit)) return all;
+    filter.after_id = page.back().id;
+  }
+}
+
+std::string SseEvent(std::string_view name, const nlohmann::json& data) {
+  // DumpJson writes one line: the data never needs splitting into several "data:" lines.
+  return fmt::format("event: {}\ndata: {}\n\n", name, DumpJson(data));
+}
+
+// GET /v1/watch/workspaces: the tenant's workspaces as server-sent events (the web UI's live
+// list; a browser's EventSource reconnects by itself and gets a fresh snapshot).
+http::Task<void> Watch(ApiContext& ctx, http::Exchange& ex) {
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  // Subscribed before the snapshot is taken: a change in between is sent twice at worst,
+  // never lost.
+  auto changes = ctx.service.Subscribe(co_await boost::asio::this_coro::executor, tenant);
+  auto snapshot = [&] {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& ws : AllOf(ctx, tenant)) list.push_back(Present(ctx, ws));
+    return SseEvent("snapshot", {{"workspaces", std::move(list)}});
+  };
+  // Named locals, not temporaries in the co_await (docs/architecture.md, g++ 12 pitfalls).
+  const std::vector<std::pair<std::string, std::string>> headers = {{"Cache-Control", "no-store"},
+                                                                    {"X-Accel-Buffering", "no"}};
+  if (!co_await ex.BeginChunked(status::ok, "text/event-stream", headers)) co_return;
+  std::string first = "retry: 2000\n\n" + snapshot();
+  if (!co_await ex.WriteChunk(first)) co_return;
+  for (;;) {
+    auto change = co_await changes->Next(std::chrono::steady_clock::now() + kKeepaliveEvery);
+    std::string out;
+    if (changes->TakeLagged()) {
+      out = snapshot();  // this watcher lost changes: start it over
+    } else if (!change) {
+      if (changes->closed()) co_return;  // berthd is shutting down
+      out = ": keepalive\n\n";
+    } else if (change->deleted) {
+      nlohmann::json gone = {{"id", change->workspace_id}};
+      out = SseEvent("deleted", gone);
+    } else if (change->workspace) {
+      out = SseEvent("workspace", Present(ctx, *change->workspace));
+    } else {
+      continue;  // a timeline event alone: the record did not change
+    }
+    if (!co_await ex.WriteChunk(out)) co_return;
+  }
+}
+
 http::Task<void> Usage(ApiContext& ctx, http::Exchange& ex) {
   int64_t now = UnixNow();
   int64_t from = now - 30 * 24 * 3600;
@@ -341,6 +397,7 @@ void AddWorkspaceRoutes(http::Router& router, ApiContext& ctx) {
   router.Add(verb::post, "/v1/workspaces/{ws}/wait", [&ctx](http::Exchange& ex) { return Wait(ctx, ex); });
   router.Add(verb::get, "/v1/workspaces/{ws}/events", [&ctx](http::Exchange& ex) { return Events(ctx, ex); });
   router.Add(verb::get, "/v1/usage", [&ctx](http::Exchange& ex) { return Usage(ctx, ex); });
+  router.Add(verb::get, "/v1/watch/workspaces", [&ctx](http::Exchange& ex) { return Watch(ctx, ex); });
 }
 
 }  // namespace berth::api

@@ -156,6 +156,22 @@ CREATE TABLE previews (
 );
 CREATE INDEX previews_by_workspace ON previews (workspace_id, port);
 )sql",
+      // 7: the web UI's sign-in sessions (controller/api/sessions.h): a cookie's secret,
+      // hashed like API keys, bound to the key that opened it (revoking the key ends them),
+      // with an absolute expiry and an idle one (last_used_at).
+      R"sql(
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  key_id TEXT NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+  token_hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  last_used_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+CREATE INDEX sessions_by_tenant ON sessions (tenant_id, key_id);
+)sql",
   };
   return kMigrations;
 }

@@ -63,6 +63,17 @@ struct Preview {
   std::optional<int64_t> revoked_at;
 };
 
+// A web UI session (controller/api/sessions.h): signed in with `key_id`, for its tenant.
+struct Session {
+  std::string id;
+  std::string tenant_id;
+  std::string key_id;
+  int64_t created_at = 0;
+  int64_t expires_at = 0;
+  int64_t last_used_at = 0;
+  std::optional<int64_t> revoked_at;
+};
+
 struct WorkspaceFilter {
   std::optional<workspace::State> state;
   std::vector<std::pair<std::string, std::string>> labels;  // all must match
@@ -137,6 +148,21 @@ class Store {
   Status RevokePreview(const std::string& tenant_id, const std::string& workspace_id,
                        const std::string& id, int64_t now);
   Status TouchPreview(const std::string& id, int64_t now);
+
+  // --- sessions (store_sessions.cc) ---
+  // Also removes sessions that ended (expired or revoked) more than a day before `now`.
+  Status InsertSession(const Session& session, const std::string& token_hash, int64_t now);
+  // The token's session while neither it nor its key is revoked (expiry is the caller's
+  // check); not_found otherwise.
+  Result<Session> FindSessionByTokenHash(const std::string& token_hash);
+  // A tenant's sessions that are not revoked, newest first; only `key_id`'s when set.
+  Result<std::vector<Session>> ListSessions(const std::string& tenant_id,
+                                            const std::optional<std::string>& key_id);
+  // not_found when the tenant has no such session that is not revoked (or, with `key_id`
+  // set, none of that key's).
+  Status RevokeSession(const std::string& tenant_id, const std::string& id,
+                       const std::optional<std::string>& key_id, int64_t now);
+  Status TouchSession(const std::string& id, int64_t now);
 
   // --- idempotent creates ---
   Result<std::optional<std::string>> FindIdempotencyKey(const std::string& tenant_id,

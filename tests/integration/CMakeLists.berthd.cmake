@@ -11,3 +11,11 @@ set_tests_properties(integration_berthd_api PROPERTIES
 add_dependencies(integration_berthd_api berth-agent)
 berth_add_test(integration_agent_probe NO_AGENT SOURCES integration/agent_probe_test.cc
                LIBS berth_controller_core LABELS integration)
+
+# The web UI's side of berthd: sign-in sessions (cookie, CSRF, Origin, expiry, revocation), the
+# live workspace list (server-sent events) and the UI's files under "/".
+berth_add_test(integration_berthd_sessions SOURCES integration/berthd_sessions_test.cc
+               LIBS berth_test_berthd LABELS integration TIMEOUT 600)
+set_tests_properties(integration_berthd_sessions PROPERTIES
+                     ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
+add_dependencies(integration_berthd_sessions berth-agent)

@@ -3,3 +3,6 @@
 berth_add_test(unit_v1 NO_AGENT SOURCES unit/v1_wire_test.cc LIBS berth_common LABELS unit)
 berth_add_test(unit_api_json NO_AGENT SOURCES unit/api_json_test.cc LIBS berth_controller_core
                LABELS unit)
+# The web UI's sessions: cookie parsing, Set-Cookie, Origin and CSRF checks, their config.
+berth_add_test(unit_sessions NO_AGENT SOURCES unit/sessions_test.cc LIBS berth_controller_core
+               LABELS unit)
