@@ -221,6 +221,14 @@ async function run(browser, berthd, base) {
   await page.waitForTimeout(300);
   await shot(page, '10-previews');
 
+  await page.getByRole('link', { name: 'Network' }).click();
+  await page.locator('.network, [role=alert]').locator('visible=true').first().waitFor();
+  await shot(page, '11-network');
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Usage' }).click();
+  await page.getByRole('heading', { name: 'Usage' }).waitFor();
+  await page.locator('table.usage td', { hasText: 'webui-demo' }).waitFor();
+  await shot(page, '12-usage');
+
   // CSRF: the cookie alone does not change anything.
   const noCsrf = await page.evaluate(async () => {
     const r = await fetch('/v1/workspaces', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"name":"csrf-probe"}' });
@@ -257,6 +265,12 @@ async function run(browser, berthd, base) {
   await pp.getByRole('heading', { name: 'Preview links' }).waitFor();
   await pp.waitForTimeout(300);
   await shot(pp, '10-previews');
+  await pp.goto(`${base}/w/webui-demo/network`);
+  await pp.locator('.network, [role=alert]').locator('visible=true').first().waitFor();
+  await shot(pp, '11-network');
+  await pp.goto(`${base}/usage`);
+  await pp.locator('table.usage td', { hasText: 'webui-demo' }).waitFor();
+  await shot(pp, '12-usage');
   await phone.close();
 
   // Sign out: the form again, and the old cookie opens nothing.

@@ -7,6 +7,7 @@ import { SignIn } from './signin';
 import { WorkspaceList } from './workspaces';
 import { WorkspacePage } from './workspace';
 import { ErrorNote } from './ui';
+import { UsagePage } from './usage';
 
 type State = { kind: 'loading' } | { kind: 'signed-out'; note?: string } | { kind: 'signed-in'; session: Session };
 
@@ -70,6 +71,10 @@ export function App() {
       <a class="skip" href="#main">Skip to content</a>
       <header class="top">
         <a class="brand" href="/">Berth</a>
+        <nav class="mainnav" aria-label="Main">
+          <a href="/" aria-current={loc.path === '/' || loc.path.startsWith('/w/') ? 'page' : undefined}>Workspaces</a>
+          <a href="/usage" aria-current={loc.path === '/usage' ? 'page' : undefined}>Usage</a>
+        </nav>
         <span class="who" title={`key ${session.key.prefix}… (${session.key.scope})`}>
           {session.tenant.name} · <span class="muted">{session.key.scope}</span>
         </span>
@@ -80,6 +85,8 @@ export function App() {
           <WorkspacePage key={m[1]} ws={decodeURIComponent(m[1]!)} tab={m[2] ?? 'terminal'} query={loc.query} />
         ) : loc.path === '/' ? (
           <WorkspaceList query={loc.query} />
+        ) : loc.path === '/usage' ? (
+          <UsagePage query={loc.query} />
         ) : (
           <section><h1>Not found</h1><p>There is no page at {loc.path}. <a href="/">Workspaces</a></p></section>
         )}

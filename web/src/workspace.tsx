@@ -7,6 +7,7 @@ import { IdleInfo, Lifecycle, Progress, useWorkspaces } from './workspaces';
 import { Files } from './files';
 import { Timeline } from './timeline';
 import { Previews } from './previews';
+import { Network } from './network';
 
 // xterm.js is most of the page's weight: loaded with the first terminal, not on first load.
 type TerminalsModule = typeof import('./terminal');
@@ -26,7 +27,7 @@ function LazyTerminals(props: { ws: string; visible: boolean }) {
   return mod ? <mod.Terminals {...props} /> : <p aria-busy="true">Loading the terminal…</p>;
 }
 
-const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['timeline', 'Timeline'], ['previews', 'Previews']];
+const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['timeline', 'Timeline'], ['previews', 'Previews'], ['network', 'Network']];
 
 export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; query: URLSearchParams }) {
   const { list, put } = useWorkspaces();
@@ -78,6 +79,7 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
       {visited.has('files') && <div hidden={tab !== 'files'}><Files ws={w.id} base={base} path={query.get('path') ?? '/workspace'} /></div>}
       {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} /></div>}
       {visited.has('previews') && <div hidden={tab !== 'previews'}><Previews ws={w.id} /></div>}
+      {visited.has('network') && <div hidden={tab !== 'network'}><Network ws={w.id} /></div>}
     </section>
   );
 }
