@@ -148,6 +148,7 @@ def test_dir_errors(ws, scratch, tmp_path):
         ws.files.upload_dir(str(tmp_path / "nothing-here"), f"{scratch}/x")
     with pytest.raises(NotFoundError):
         ws.files.download_dir(f"{scratch}/missing", str(tmp_path / "d"))
+    assert not (tmp_path / "d").exists()
 
 
 def _tar(*members):

@@ -173,8 +173,9 @@ class FileOps(CoreBase):
         """GET ?archive=tar, extracted into local_dir chunk by chunk as it arrives."""
         req = self._file_req("GET", ws, remote_dir, "download_dir", user, [("archive", "tar")],
                              stream=True, replayable=True)
-        out = yield Blocking(DirExtract, (local_dir,))
         reply = yield from self.send(req, deadline, STREAM_IDLE_TIMEOUT)
+        # Made once the workspace answers: a missing remote_dir leaves nothing behind here.
+        out = yield Blocking(DirExtract, (local_dir,))
         while True:
             chunk = yield from self.read(reply.handle, deadline, STREAM_IDLE_TIMEOUT, req.what)
             if not chunk:
