@@ -1,0 +1,14 @@
+# The web UI (web/, issue 15) in Debian's Chromium (playwright-core from tests/browser) against
+# a real berthd on --transport unix that serves web/dist (scripts/setup builds it): sign in,
+# create and watch a workspace reach running, a terminal that survives a reload, upload and
+# download, the timeline, CSRF refused, signed out. Screenshots of every page at laptop and
+# phone width go to Testing/webui-screenshots. About 40 s on a quiet machine.
+find_program(BERTH_NODE node)
+if(NOT BERTH_NODE)
+  set(BERTH_NODE node)
+endif()
+add_test(NAME integration_webui
+         COMMAND ${BERTH_NODE} webui.mjs --screenshots ${CMAKE_BINARY_DIR}/Testing/webui-screenshots
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/browser)
+set_tests_properties(integration_webui PROPERTIES TIMEOUT 600 LABELS integration
+  ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
