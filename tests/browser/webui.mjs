@@ -218,7 +218,14 @@ async function run(browser, berthd, base) {
   await page.getByRole('link', { name: 'Previews' }).click();
   await page.getByRole('heading', { name: 'Listening ports' }).waitFor();
   await page.getByRole('heading', { name: 'Preview links' }).waitFor();
-  await page.waitForTimeout(300);
+  // A private link to a listening port (the host's, on --transport unix), then revoked.
+  await page.locator('table.list').first().getByRole('button', { name: 'Private link' }).first().click();
+  const link = await page.getByLabel('Preview link').inputValue();
+  check(/berth_preview_token=/.test(link), `the private link has no token: ${link}`);
+  await page.getByRole('button', { name: 'Done' }).click();
+  await page.getByRole('button', { name: 'Revoke' }).first().click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
+  await page.getByRole('cell', { name: 'revoked' }).first().waitFor();
   await shot(page, '10-previews');
 
   await page.getByRole('link', { name: 'Network' }).click();
