@@ -165,7 +165,10 @@ http::Task<void> ApiServer::Handle(http::Exchange& ex) {
   bool open = (ex.method() == verb::get && ex.path() == "/v1/health") || IsSignInRequest(ex);
   // A desktop viewer's browser holds a ticket, never a key: its routes check the ticket.
   if (options_.desktop && IsDesktopTicketRequest(ex)) open = true;
-  if (!open && !co_await Authenticate(ex)) co_return;
+  if (!open) {
+    bool authenticated = co_await Authenticate(ex);
+    if (!authenticated) co_return;
+  }
   co_await router_.Dispatch(ex);
 }
 
