@@ -1,15 +1,17 @@
 # The TypeScript SDK (sdk/typescript, issue 16; scripts/setup runs `npm ci` there): `npm test`
 # builds it with tsc and runs its node:test files against a real berthd on --transport unix (a
-# real berth-agent per workspace as a host process, no VM): every method, errors, a 64 MiB
-# transfer with a flat RSS, and E2B's quick-start ported. About 15 s plain; the ASan berthd of
-# build-asan/ is slower, hence the timeout.
+# real berth-agent per workspace as a host process, no VM): every method, errors, 1 GiB up and
+# down with a flat RSS, and E2B's quick-start ported. The 1 GiB transfers take most of its time
+# (see the test's output); the ASan berthd of build-asan/ is slower, hence the timeout.
 find_program(BERTH_NPM npm)
 if(NOT BERTH_NPM)
   set(BERTH_NPM npm)
 endif()
 add_test(NAME integration_sdk_ts COMMAND ${BERTH_NPM} test --silent
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/typescript)
+# RESOURCE_LOCK: see integration_sdk_python (port 3000 and /home/user on this host).
 set_tests_properties(integration_sdk_ts PROPERTIES TIMEOUT 900 LABELS integration
+  RESOURCE_LOCK berth_sdk_e2b_quickstart
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
 
 # tsc --noEmit --strict over the SDK's sources: no build of Berth needed.
