@@ -605,6 +605,12 @@ class AsyncWorkspace:
         await self._conn.run(self._conn.core.delete(
             self.id, wait, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
 
+    async def kill(self, request_timeout: Optional[float] = None) -> None:
+        """E2B's name for delete(): deletes it and its disks (berthd finishes in the
+        background)."""
+        await self._conn.run(self._conn.core.delete(
+            self.id, False, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
+
     async def set_idle(self, timeout: Optional[int] = None, action: Optional[str] = None,
                  request_timeout: Optional[float] = None) -> WorkspaceInfo:
         """Sets how long it may idle (seconds) and what then happens ("stop" | "hibernate")."""
