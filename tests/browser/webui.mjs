@@ -9,24 +9,29 @@
 // a wrong key shows berthd's message; sign in; create a workspace and see it reach running
 // without a reload; `echo hi` in the terminal prints hi; after a reload the same terminal
 // shows it again and its prompt still works; upload a file, see it listed, download it back
-// byte-identical; the timeline shows the workspace's events; a state-changing request without
-// the CSRF header is refused (403); signed out, the old cookie no longer reaches the API.
-// No CSP violation or uncaught error on any page. Screenshots of each page at 1366x768 and
-// 390x844 go to --screenshots (CTest: build/Testing/webui-screenshots). Exit 0 PASS, 1 FAIL.
+// byte-identical; a text file opened, edited and saved in the editor (CRLF kept; a change made
+// meanwhile in the workspace asks first; the API's error shown; binary and large files
+// refused); the timeline shows the workspace's events and filters them by kind, actor and
+// since (sent to berthd as type=, actor=, since=); a state-changing request without the CSRF
+// header is refused (403); the admin pages (an operator makes a tenant and its admin key, shown
+// once and copied; that key sees its tenant's keys only and no Tenants page; a write key sees
+// neither; revoking asks, and the key stops working); signed out, the old cookie no longer
+// reaches the API. No CSP violation or uncaught error on any page, and axe-core finds no
+// serious or critical violation on any page, at laptop and phone width. Screenshots of each
+// page at 1366x768 and 390x844 go to --screenshots (CTest: build/Testing/webui-screenshots).
+// Exit 0 PASS, 1 FAIL.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-import { chromium } from 'playwright-core';
-
-import { startBerthd, waitFor } from '../../sdk/typescript/test/harness.mjs';
+import { startBerthd } from '../../sdk/typescript/test/harness.mjs';
+import { Failure, axeViolations, check, kStep, kViewports, launchChromium, lines, shot as shotIn, signIn, waitForText } from './webui_lib.mjs';
 
 const T = 'integration_webui';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
-const kStep = 60_000;  // any one step; a workspace on --transport unix is running in a second or two
 
 const { values: opts } = parseArgs({ options: { screenshots: { type: 'string', default: path.join(root, 'build', 'Testing', 'webui-screenshots') } } });
 
@@ -34,12 +39,15 @@ function log(m) {
   process.stderr.write(`${T}: ${m}\n`);
 }
 
-class Failure extends Error {}
-function check(ok, what) {
-  if (!ok) throw new Failure(what);
+// axe-core's serious and critical findings, by page; the run fails on any at the end.
+const a11y = [];
+let a11yPages = 0;
+async function checkA11y(page, name) {
+  const found = await axeViolations(page);
+  a11yPages += 1;
+  const vp = page.viewportSize();
+  for (const v of found) a11y.push(`${name} at ${vp.width}x${vp.height}: ${v}`);
 }
-
-const kViewports = { laptop: { width: 1366, height: 768 }, phone: { width: 390, height: 844 } };
 
 // Uncaught errors and CSP refusals on any page fail the test.
 // xterm.js writes its CSS into <style> elements; under a CSP without 'unsafe-inline' for styles
@@ -55,40 +63,16 @@ function watchPage(page, problems) {
   });
 }
 
+// A screenshot, and axe-core on the same page as it is.
 async function shot(page, name) {
-  fs.mkdirSync(opts.screenshots, { recursive: true });
-  const vp = page.viewportSize();
-  const file = path.join(opts.screenshots, `${name}-${vp.width}x${vp.height}.png`);
-  await page.screenshot({ path: file });
-}
-
-async function termText(page) {
-  return page.locator('.term-host .xterm-rows').first().innerText();
-}
-
-async function waitForText(page, what, pred, timeout = kStep) {
-  const deadline = Date.now() + timeout;
-  let last = '';
-  while (Date.now() < deadline) {
-    last = await termText(page).catch(() => '');
-    if (pred(last)) return last;
-    await page.waitForTimeout(100);
-  }
-  throw new Failure(`timed out waiting for ${what}; the terminal shows:\n${last}`);
-}
-
-const lines = (text) => text.split('\n').map((l) => l.replace(/\u00a0/g, ' ').trimEnd());
-
-async function signIn(page, base, key) {
-  await page.goto(base);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('heading', { name: 'Workspaces' }).waitFor({ timeout: kStep });
+  await shotIn(page, opts.screenshots, name);
+  await checkA11y(page, name);
 }
 
 async function run(browser, berthd, base) {
   const problems = [];
   const ctx = await browser.newContext({ viewport: kViewports.laptop, acceptDownloads: true });
+  await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
   const page = await ctx.newPage();
   page.setDefaultTimeout(kStep);
   watchPage(page, problems);
@@ -207,13 +191,104 @@ async function run(browser, berthd, base) {
   await page.getByRole('dialog').getByRole('button', { name: 'Create' }).click();
   await page.locator('tr[data-file="made-here"]').waitFor();
   check(fs.statSync(path.join(dir, 'made-here')).isDirectory(), 'the new folder is not on disk');
+  // Text files for the editor: one with CRLF line endings, one too large to open.
+  fs.writeFileSync(path.join(dir, 'notes.txt'), 'alpha\r\nbeta\r\n');
+  fs.writeFileSync(path.join(dir, 'big.txt'), 'x'.repeat(2 * 1024 * 1024));
+  await page.getByRole('button', { name: 'Refresh' }).click();
+  await page.locator('tr[data-file="notes.txt"]').waitFor();
   await shot(page, '08-files');
+
+  // The editor: open, change, save (CRLF kept).
+  await page.locator('tr[data-file="notes.txt"]').getByRole('link', { name: 'notes.txt', exact: true }).click();
+  const editor = page.getByLabel('Contents of notes.txt');
+  await editor.waitFor();
+  check(await editor.inputValue() === 'alpha\nbeta\n', `the editor shows ${JSON.stringify(await editor.inputValue())}`);
+  await editor.fill('alpha\nbeta\ngamma\n');
+  await page.getByText('Unsaved changes').waitFor();
+  await shot(page, '16-editor');
+  await page.getByRole('button', { name: 'Save', exact: true }).click();
+  await page.getByRole('status').filter({ hasText: 'Saved notes.txt' }).waitFor();
+  const saved = fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8');
+  check(saved === 'alpha\r\nbeta\r\ngamma\r\n', `after saving, notes.txt holds ${JSON.stringify(saved)}`);
+  // Changed in the workspace meanwhile: saving asks first, and Overwrite writes ours.
+  fs.writeFileSync(path.join(dir, 'notes.txt'), 'changed by the agent\r\n');
+  fs.utimesSync(path.join(dir, 'notes.txt'), new Date(), new Date(Date.now() + 5000));
+  await editor.fill('alpha\nmine\n');
+  await page.keyboard.press('Control+s');
+  const conflict = page.getByRole('dialog');
+  await conflict.getByText('changed in the workspace').waitFor();
+  await conflict.getByRole('button', { name: 'Overwrite' }).click();
+  await page.getByRole('status').filter({ hasText: 'Saved notes.txt' }).waitFor();
+  const overwritten = fs.readFileSync(path.join(dir, 'notes.txt'), 'utf8');
+  check(overwritten === 'alpha\r\nmine\r\n', `after Overwrite, notes.txt holds ${JSON.stringify(overwritten)}`);
+  // A save the agent refuses (the file became a folder): its error is shown, not a status.
+  fs.rmSync(path.join(dir, 'notes.txt'));
+  fs.mkdirSync(path.join(dir, 'notes.txt'));
+  await editor.fill('this save fails\n');
+  await page.getByRole('button', { name: 'Save', exact: true }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Overwrite' }).click();
+  const saveError = page.locator('.editor .error').filter({ hasText: 'Saving notes.txt failed' });
+  await saveError.waitFor();
+  const saveErrorText = (await saveError.locator('span').first().innerText()).trim();
+  check(!/failed: (berthd answered )?\d{3}\b/.test(saveErrorText), `the failed save shows a bare status: ${saveErrorText}`);
+  log(`a refused save shows: "${saveErrorText}"`);
+  await page.getByRole('button', { name: 'Close', exact: true }).click();
+  await page.getByRole('dialog').getByRole('button', { name: 'Discard' }).click();
+  await page.locator('tr[data-file="upload.bin"]').waitFor();
+  // Binary and large files are refused with a reason and a download link.
+  await page.locator('tr[data-file="upload.bin"]').getByRole('link', { name: 'upload.bin', exact: true }).click();
+  await page.locator('.refused').filter({ hasText: /cannot be shown as text: it (is a binary file|is not UTF-8)/ }).waitFor();
+  await page.locator('.refused').getByRole('link', { name: 'Download upload.bin' }).waitFor();
+  await shot(page, '17-editor-binary');
+  await page.getByRole('button', { name: 'Close', exact: true }).click();
+  check(await page.locator('tr[data-file="big.txt"]').getByRole('link', { name: 'big.txt', exact: true }).getAttribute('download') === 'big.txt',
+        'the 2 MiB file is not a plain download link');
+  await page.goto(`${base}/w/webui-demo/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path.join(dir, 'big.txt'))}`);
+  await page.locator('.refused').filter({ hasText: 'big.txt is 2.0 MiB; the editor opens text files up to 1.0 MiB' }).waitFor();
+  check(await page.locator('textarea').count() === 0, 'the 2 MiB file was opened in the editor');
+  log('the editor: saved with CRLF kept, asked before overwriting a change, showed the refused save, refused binary and 2 MiB files');
 
   // Timeline.
   await page.getByRole('link', { name: 'Timeline' }).click();
   await page.locator('.ev[data-event-type="created"]').waitFor();
   await page.locator('.ev[data-event-type="started"]').waitFor();
   await shot(page, '09-timeline');
+
+  // Filters: by kind (sent as type=), by actor, since a time; they live in the address.
+  const asked = [];
+  const onEvents = (r) => r.url().includes('/events?') && asked.push(new URL(r.url()).searchParams);
+  page.on('request', onEvents);
+  await page.locator('details.multi > summary').click();
+  await page.getByRole('checkbox', { name: 'started', exact: true }).check();
+  await page.waitForURL(/kind=started/);
+  await page.locator('.ev[data-event-type="started"]').waitFor();
+  await page.getByText('Kinds: started').waitFor();
+  check(await page.locator('.ev:not([data-event-type="started"])').count() === 0, 'filtered by kind, other kinds are shown');
+  check(asked.some((q) => q.get('type') === 'started'), `no events request carried type=started: ${asked.map(String).join(' | ')}`);
+  await page.locator('details.multi > summary').click();
+  await shot(page, '09-timeline-filtered');
+  await page.getByRole('button', { name: 'Clear filters' }).click();
+  await page.locator('.ev[data-event-type="created"]').waitFor();
+  // Since a time in the future: nothing; "Last hour": everything again (it was made just now).
+  await page.goto(`${base}/w/webui-demo/timeline?since=${encodeURIComponent(new Date(Date.now() + 3600_000).toISOString().replace(/\.\d+Z$/, 'Z'))}`);
+  await page.getByText('No events match the filters').waitFor();
+  check(asked.some((q) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/.test(q.get('since') ?? '')), 'no events request carried since= as RFC 3339');
+  await page.getByRole('button', { name: 'Last hour' }).click();
+  await page.locator('.ev[data-event-type="created"]').waitFor();
+  // Actor: berthd's own actions. Each shown event names that actor (berthd without actors on
+  // its events shows none).
+  const withActor = await page.locator('.ev[data-actor]:not([data-actor=""])').count();
+  await page.goto(`${base}/w/webui-demo/timeline?actor=system`);
+  await page.locator('.timeline .stream.live').waitFor();
+  await page.waitForTimeout(300);
+  check(asked.some((q) => q.get('actor') === 'system'), 'no events request carried actor=system');
+  const others = await page.locator('.ev:not([data-actor="system"])').count();
+  check(others === 0, `filtered by actor=system, ${others} events of other actors are shown`);
+  check(await page.getByRole('search').locator('select').inputValue() === 'system', 'the actor filter is not shown as chosen');
+  if (withActor === 0) log('note: this berthd sends no actor on its events: the actor filter showed none, as it should');
+  else log(`${withActor} events carry an actor; the actor filter kept only "system"`);
+  page.off('request', onEvents);
+  log('timeline filters: kind, since and actor, each sent to berthd and applied');
 
   await page.getByRole('link', { name: 'Previews' }).click();
   await page.getByRole('heading', { name: 'Listening ports' }).waitFor();
@@ -235,6 +310,79 @@ async function run(browser, berthd, base) {
   await page.getByRole('heading', { name: 'Usage' }).waitFor();
   await page.locator('table.usage td', { hasText: 'webui-demo' }).waitFor();
   await shot(page, '12-usage');
+
+  // Admin pages, as the operator: a tenant, and its first key (admin scope), shown once.
+  const mainNav = page.getByRole('navigation', { name: 'Main' });
+  await mainNav.getByRole('link', { name: 'Tenants' }).click();
+  await page.getByRole('heading', { name: 'Tenants' }).waitFor();
+  await page.getByLabel("New tenant's name").fill('webui-team');
+  await page.getByRole('button', { name: 'Create tenant' }).click();
+  await page.locator('tr[data-tenant="webui-team"]').waitFor();
+  await shot(page, '15-tenants');
+  await page.getByRole('link', { name: 'create its first key' }).click();
+  const keyDialog = page.getByRole('dialog');
+  await keyDialog.getByRole('heading', { name: 'New API key' }).waitFor();
+  check(await keyDialog.locator('select[name="tenant"] option:checked').innerText() === 'webui-team',
+        'the new key dialog from the tenant does not name webui-team');
+  await keyDialog.getByLabel('Name').fill('team-admin');
+  await keyDialog.locator('select[name="scope"]').selectOption('admin');
+  await keyDialog.getByRole('button', { name: 'Create key' }).click();
+  const shown = keyDialog.getByLabel('New API key');
+  await shown.waitFor();
+  const teamKey = await shown.inputValue();
+  check(/^bk_[0-9a-f]{16,}$/.test(teamKey), `the new key looks like ${teamKey}`);
+  await keyDialog.getByRole('button', { name: 'Copy' }).click();
+  await keyDialog.getByText('Copied to the clipboard.').waitFor();
+  const clip = await page.evaluate(() => navigator.clipboard.readText());
+  check(clip === teamKey, 'the clipboard does not hold the new key');
+  await shot(page, '14-new-key');
+  const me = await fetch(`${base}/v1/me`, { headers: { Authorization: `Bearer ${teamKey}` } });
+  const meBody = await me.json();
+  check(me.status === 200 && meBody.key?.scope === 'admin' && meBody.tenant?.name === 'webui-team',
+        `the new key's /v1/me: ${me.status} ${JSON.stringify(meBody)}`);
+  await keyDialog.getByRole('button', { name: 'Done' }).click();
+  await page.locator(`tr[data-key="${meBody.key.id}"]`).waitFor();
+  check(!(await page.content()).includes(teamKey), 'the key is still in the page after Done');
+  await shot(page, '13-keys');
+  log('an operator made a tenant and its admin key (shown once, copied, working)');
+
+  // That admin key: its tenant's keys only, no Tenants page; a write key: neither page.
+  const writeKey = (await berthd.api('POST', '/v1/keys', { scope: 'write', name: 'webui-writer' })).body.key;
+  check(typeof writeKey === 'string', 'could not make a write key');
+  {
+    const other = await browser.newContext({ viewport: kViewports.laptop });
+    const op = await other.newPage();
+    op.setDefaultTimeout(kStep);
+    watchPage(op, problems);
+    await signIn(op, base, teamKey);
+    const nav = op.getByRole('navigation', { name: 'Main' });
+    await nav.getByRole('link', { name: 'API keys' }).click();
+    await op.locator(`tr[data-key="${meBody.key.id}"]`).getByText('this session').waitFor();
+    check(await op.locator('tr[data-key]').count() === 1, 'the tenant admin sees keys of other tenants');
+    check(await nav.getByRole('link', { name: 'Tenants' }).count() === 0, 'an admin key is offered the Tenants page');
+    await op.goto(`${base}/admin/tenants`);
+    await op.getByText('This page needs a key of operator scope').waitFor();
+    await op.getByRole('button', { name: 'Sign out' }).click();
+    await signIn(op, base, writeKey);
+    check(await op.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: /API keys|Tenants/ }).count() === 0,
+          'a write key is offered the admin pages');
+    await op.goto(`${base}/admin/keys`);
+    await op.getByText('This page needs a key of admin scope').waitFor();
+    await other.close();
+  }
+
+  // Revoke, after a confirmation: the key stops working.
+  await page.getByRole('search').locator('select').selectOption({ label: 'webui-team' });
+  await page.waitForURL(/tenant=/);
+  const teamRow = page.locator(`tr[data-key="${meBody.key.id}"]`);
+  await teamRow.getByRole('button', { name: 'Revoke team-admin' }).click();
+  await page.getByRole('dialog').getByText('stops working at once').waitFor();
+  await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
+  await page.getByRole('status').filter({ hasText: 'is revoked' }).waitFor();
+  await teamRow.waitFor({ state: 'detached' });
+  const revoked = await fetch(`${base}/v1/me`, { headers: { Authorization: `Bearer ${teamKey}` } });
+  check(revoked.status === 401, `the revoked key still answers ${revoked.status}`);
+  log('admin pages: scopes respected, the revoked key refused');
 
   // CSRF: the cookie alone does not change anything.
   const noCsrf = await page.evaluate(async () => {
@@ -278,6 +426,23 @@ async function run(browser, berthd, base) {
   await pp.goto(`${base}/usage`);
   await pp.locator('table.usage td', { hasText: 'webui-demo' }).waitFor();
   await shot(pp, '12-usage');
+  await pp.goto(`${base}/admin/keys`);
+  await pp.locator('tr[data-key]').first().waitFor();
+  await shot(pp, '13-keys');
+  await pp.getByRole('button', { name: 'New key' }).click();
+  await pp.getByRole('dialog').locator('select[name="scope"]').waitFor();
+  await shot(pp, '14-new-key');
+  await pp.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+  await pp.goto(`${base}/admin/tenants`);
+  await pp.locator('tr[data-tenant="webui-team"]').waitFor();
+  await shot(pp, '15-tenants');
+  await pp.goto(`${base}/w/webui-demo/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path.join(dir, 'upload.bin'))}`);
+  await pp.locator('.refused').waitFor();
+  await shot(pp, '17-editor-binary');
+  fs.writeFileSync(path.join(dir, 'phone.txt'), 'on the phone\n');
+  await pp.goto(`${base}/w/webui-demo/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path.join(dir, 'phone.txt'))}`);
+  await pp.getByLabel('Contents of phone.txt').waitFor();
+  await shot(pp, '16-editor');
   await phone.close();
 
   // Sign out: the form again, and the old cookie opens nothing.
@@ -290,6 +455,8 @@ async function run(browser, berthd, base) {
   await ctx.close();
 
   check(problems.length === 0, `the pages reported:\n${problems.join('\n')}`);
+  check(a11y.length === 0, `axe-core found serious or critical violations:\n${a11y.join('\n')}`);
+  log(`axe-core: no serious or critical violation on ${a11yPages} pages`);
   if (styleRefusals) log(`${styleRefusals} inline <style> elements of xterm.js refused by the CSP (mirrored)`);
 }
 
@@ -309,10 +476,7 @@ async function main() {
       front = await (await import(stub)).startFront({ berthdUrl: berthd.url, webRoot: dist });
       base = front.url;
     }
-    const asRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-    browser = await chromium.launch({
-      executablePath: process.env.BERTH_CHROMIUM || '/usr/bin/chromium', headless: true, chromiumSandbox: !asRoot, timeout: 60000,
-    });
+    browser = await launchChromium();
     const started = Date.now();
     await run(browser, berthd, base);
     console.log(`PASS ${T} (${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${opts.screenshots})`);

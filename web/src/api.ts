@@ -51,11 +51,18 @@ export interface Workspace {
 }
 
 let csrfToken: string | null = null;
+let session: Session | null = null;
 // Called when berthd says the session is gone (401), so the app can show the sign-in form.
 let onSignedOut: () => void = () => {};
 
-export function setCsrfToken(token: string | null): void {
-  csrfToken = token;
+/** The signed-in session (null when signed out); its CSRF token goes on every change. */
+export function setSession(s: Session | null): void {
+  session = s;
+  csrfToken = s?.csrf_token ?? null;
+}
+
+export function currentSession(): Session | null {
+  return session;
 }
 
 export function onUnauthenticated(handler: () => void): void {

@@ -1,13 +1,14 @@
 // The shell of the page: who is signed in (GET /v1/sessions/current at load), the header, and
 // the page for the current route. Signed out, only the sign-in form is shown.
 import { useEffect, useState } from 'preact/hooks';
-import { call, errorMessage, onUnauthenticated, setCsrfToken, type Session } from './api';
+import { call, errorMessage, onUnauthenticated, setSession, type Session } from './api';
 import { onLinkClick, useLocation } from './router';
 import { SignIn } from './signin';
 import { WorkspaceList } from './workspaces';
 import { WorkspacePage } from './workspace';
 import { ErrorNote } from './ui';
 import { UsagePage } from './usage';
+import { KeysPage, TenantsPage, allows } from './admin';
 
 type State = { kind: 'loading' } | { kind: 'signed-out'; note?: string } | { kind: 'signed-in'; session: Session };
 
@@ -17,11 +18,11 @@ export function App() {
   const loc = useLocation();
 
   const signedIn = (s: Session) => {
-    setCsrfToken(s.csrf_token);
+    setSession(s);
     setState({ kind: 'signed-in', session: s });
   };
   const signedOut = (note?: string) => {
-    setCsrfToken(null);
+    setSession(null);
     setState({ kind: 'signed-out', note });
   };
 
@@ -34,6 +35,13 @@ export function App() {
         else setLoadError(errorMessage(e));
       });
   }, []);
+
+  useEffect(() => {
+    if (loc.path.startsWith('/w/')) return;  // the workspace page names its tab
+    const page = loc.path === '/' ? 'Workspaces' : loc.path === '/usage' ? 'Usage' : loc.path === '/admin/keys' ? 'API keys'
+      : loc.path === '/admin/tenants' ? 'Tenants' : 'Not found';
+    document.title = state.kind === 'signed-in' ? `${page} · Berth` : 'Berth';
+  }, [loc.path, state.kind]);
 
   useEffect(() => {
     document.addEventListener('click', onLinkClick);
@@ -74,6 +82,12 @@ export function App() {
         <nav class="mainnav" aria-label="Main">
           <a href="/" aria-current={loc.path === '/' || loc.path.startsWith('/w/') ? 'page' : undefined}>Workspaces</a>
           <a href="/usage" aria-current={loc.path === '/usage' ? 'page' : undefined}>Usage</a>
+          {allows(session.key.scope, 'admin') && (
+            <a href="/admin/keys" aria-current={loc.path === '/admin/keys' ? 'page' : undefined}>API keys</a>
+          )}
+          {allows(session.key.scope, 'operator') && (
+            <a href="/admin/tenants" aria-current={loc.path === '/admin/tenants' ? 'page' : undefined}>Tenants</a>
+          )}
         </nav>
         <span class="who" title={`key ${session.key.prefix}… (${session.key.scope})`}>
           {session.tenant.name} · <span class="muted">{session.key.scope}</span>
@@ -87,6 +101,10 @@ export function App() {
           <WorkspaceList query={loc.query} />
         ) : loc.path === '/usage' ? (
           <UsagePage query={loc.query} />
+        ) : loc.path === '/admin/keys' ? (
+          <KeysPage session={session} query={loc.query} />
+        ) : loc.path === '/admin/tenants' ? (
+          <TenantsPage session={session} />
         ) : (
           <section><h1>Not found</h1><p>There is no page at {loc.path}. <a href="/">Workspaces</a></p></section>
         )}

@@ -5,6 +5,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { call, csrfHeaders, errorFromText, errorMessage, filePath } from './api';
 import { navigate } from './router';
 import { Confirm, ErrorNote, Modal, formatBytes, formatTime } from './ui';
+import { FileEditor, kMaxEditBytes } from './editor';
 
 interface Entry {
   name: string;
@@ -42,8 +43,9 @@ function normalize(path: string): string {
 
 let uploadIds = 0;
 
-export function Files({ ws, base, path }: { ws: string; base: string; path: string }) {
+export function Files({ ws, base, path, file }: { ws: string; base: string; path: string; file: string | null }) {
   const dir = normalize(path);
+  const editing = file ? normalize(file) : null;
   const [entries, setEntries] = useState<Entry[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [loading, setLoading] = useState(false);
@@ -55,6 +57,7 @@ export function Files({ ws, base, path }: { ws: string; base: string; path: stri
   const fileInput = useRef<HTMLInputElement>(null);
 
   const go = (p: string) => navigate(`${base}/files?path=${encodeURIComponent(normalize(p))}`);
+  const openHref = (p: string) => `${base}/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(p)}`;
 
   const load = async () => {
     setLoading(true);
@@ -71,7 +74,8 @@ export function Files({ ws, base, path }: { ws: string; base: string; path: stri
       setLoading(false);
     }
   };
-  useEffect(() => void load(), [ws, dir]);
+  // Loaded again when the editor closes: a save may have changed the listing.
+  useEffect(() => { if (!editing) void load(); }, [ws, dir, editing]);
 
   const upload = (files: FileList | File[]) => {
     for (const file of Array.from(files)) {
@@ -127,6 +131,7 @@ export function Files({ ws, base, path }: { ws: string; base: string; path: stri
   };
 
   const crumbs = dir.split('/').filter(Boolean);
+  if (editing) return <FileEditor key={editing} ws={ws} path={editing} onClose={() => go(dir)} />;
   return (
     <div class={`files${dragging ? ' dragging' : ''}`}
          onDragOver={(e) => { e.preventDefault(); setDragging(true); }}
@@ -183,7 +188,9 @@ export function Files({ ws, base, path }: { ws: string; base: string; path: stri
                 <td data-label="Name">
                   {e.type === 'dir'
                     ? <a href={`${base}/files?path=${encodeURIComponent(e.path)}`}>{e.name}/</a>
-                    : <a href={filePath(ws, e.path)} download={e.name}>{e.name}</a>}
+                    : e.type === 'file' && e.size <= kMaxEditBytes
+                      ? <a href={openHref(e.path)} title="Open in the editor">{e.name}</a>
+                      : <a href={filePath(ws, e.path)} download={e.name} title="Too large for the editor: downloads it">{e.name}</a>}
                   {e.link_target && <span class="muted"> → {e.link_target}</span>}
                 </td>
                 <td data-label="Size">{e.type === 'dir' ? '—' : formatBytes(e.size)}</td>

@@ -47,6 +47,24 @@ export function formatTime(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
 }
 
+/** Copies text to the clipboard; where the Clipboard API is refused (a page not served over
+ * https or from localhost), selects `fallback`'s text and copies that. */
+export async function copyText(text: string, fallback?: HTMLInputElement | null): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    if (!fallback) return false;
+    fallback.focus();
+    fallback.select();
+    try {
+      return document.execCommand('copy');
+    } catch {
+      return false;
+    }
+  }
+}
+
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
   const units = ['KiB', 'MiB', 'GiB', 'TiB'];

@@ -76,8 +76,8 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
       </nav>
       {!kTabs.some(([t]) => t === tab) && <p>There is no tab “{tab}”.</p>}
       {visited.has('terminal') && <div hidden={tab !== 'terminal'}><LazyTerminals ws={w.id} visible={tab === 'terminal'} /></div>}
-      {visited.has('files') && <div hidden={tab !== 'files'}><Files ws={w.id} base={base} path={query.get('path') ?? '/workspace'} /></div>}
-      {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} /></div>}
+      {visited.has('files') && <div hidden={tab !== 'files'}><Files ws={w.id} base={base} path={query.get('path') ?? '/workspace'} file={query.get('file')} /></div>}
+      {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} query={query} base={base} /></div>}
       {visited.has('previews') && <div hidden={tab !== 'previews'}><Previews ws={w.id} /></div>}
       {visited.has('network') && <div hidden={tab !== 'network'}><Network ws={w.id} /></div>}
     </section>
