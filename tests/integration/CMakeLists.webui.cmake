@@ -12,3 +12,13 @@ add_test(NAME integration_webui
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/browser)
 set_tests_properties(integration_webui PROPERTIES TIMEOUT 600 LABELS integration
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
+
+# A web terminal survives a network blip: the browser reaches berthd through a TCP proxy in the
+# test that resets every connection mid-session and refuses new ones for 3 s; the terminal
+# reattaches to the same PTY, shows its earlier output once with no stray escape codes, and
+# still echoes. About 30 s.
+add_test(NAME integration_webui_terminal_blip
+         COMMAND ${BERTH_NODE} terminal_blip.mjs --screenshots ${CMAKE_BINARY_DIR}/Testing/webui-screenshots
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/browser)
+set_tests_properties(integration_webui_terminal_blip PROPERTIES TIMEOUT 300 LABELS integration
+  ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")

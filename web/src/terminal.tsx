@@ -226,6 +226,23 @@ function TerminalPane({ ws, pane, visible, onRemove }: { ws: string; pane: Pane;
       };
     };
 
+    // The network is back (a laptop's Wi-Fi, a VPN reconnecting): a socket that looks open may
+    // be dead without knowing it, and a retry may be waiting out its back-off. Reattach now;
+    // the replay starts from a clean screen, so nothing shows twice.
+    const onOnline = () => {
+      if (disposed || ended || !started) return;
+      window.clearTimeout(retryTimer);
+      const old = socket;
+      if (old) {
+        old.onclose = null;
+        old.close();
+      }
+      socket = null;
+      setStatus({ kind: 'reconnecting', attempt: Math.max(attempt, 1) });
+      connect();
+    };
+    window.addEventListener('online', onOnline);
+
     const ro = new ResizeObserver(() => {
       if (host.current && host.current.offsetWidth > 0) {
         try { fit.fit(); } catch { /* not laid out */ }
@@ -244,6 +261,7 @@ function TerminalPane({ ws, pane, visible, onRemove }: { ws: string; pane: Pane;
     return () => {
       disposed = true;
       window.clearTimeout(retryTimer);
+      window.removeEventListener('online', onOnline);
       ro.disconnect();
       socket?.close();
       term.dispose();
