@@ -63,7 +63,23 @@ def cut_stream(response: Any) -> None:
             pass
 
 
+def set_nodelay(response: Any) -> None:
+    """TCP_NODELAY on the connection under `response`, for the requests that reuse it: httpcore
+    sends a request's headers and its body in two writes, and under Nagle's algorithm the body
+    then waits for the server's ACK of the headers, which Linux delays by 40 ms on a kept-alive
+    connection (measured: an exec of `true` took 54 ms instead of 5). httpx 0.23 (Debian 12's)
+    has no socket options at connect time, hence after the first answer. asyncio sets it on
+    its own sockets."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+
 # The exceptions a driver turns into BerthError (httpx's, and a closed client's RuntimeError).
 WRAPPED = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, RuntimeError)
 __all__ = ["CHUNK", "USER_AGENT", "ERROR_BODY_LIMIT", "client_args", "build", "wrap", "WRAPPED",
-           "cut_stream"]
+           "cut_stream", "set_nodelay"]

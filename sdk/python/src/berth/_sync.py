@@ -15,7 +15,7 @@ from ._api import Core
 from ._core import (CHUNK, Abort, Adopt, Await, Blocking, Close, Config, Emit, Op, Read, Reply,
                     Send, Sleep, UploadBody, WsRecv, WsSend)
 from ._driver import (ERROR_BODY_LIMIT, USER_AGENT, WRAPPED, build, client_args, cut_stream,
-                      wrap)
+                      set_nodelay, wrap)
 from ._wsproto import WsProtocol, endpoint
 from .errors import BerthError, TimeoutError, UnavailableError
 
@@ -282,6 +282,7 @@ class Connection:
                                             stream=True)
             except WRAPPED as e:
                 raise wrap(e, req.what) from None
+            set_nodelay(response)
             headers: Dict[str, str] = {k.lower(): v for k, v in response.headers.items()}
             ok = 200 <= response.status_code < 300
             if req.stream and ok:
