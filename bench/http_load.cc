@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/as_tuple.hpp>
@@ -78,6 +79,22 @@ asio::awaitable<boost::system::error_code> Connect(Socket& socket, const Endpoin
   co_return ec;
 }
 
+// Sends `preamble` and reads its answer, which must be a 101; the bytes after it stay in
+// `buffer`. An error message, or nullopt.
+asio::awaitable<std::optional<std::string>> Upgrade(Socket& socket, boost::beast::flat_buffer& buffer,
+                                                    const std::string& preamble) {
+  auto [wec, wn] = co_await asio::async_write(socket, asio::buffer(preamble), kTuple);
+  if (wec) co_return fmt::format("write: {}", wec.message());
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(64 * 1024);  // an error's JSON; a 101 has none
+  auto [rec, rn] = co_await bhttp::async_read(socket, buffer, parser, kTuple);
+  if (rec) co_return fmt::format("read: {}", rec.message());
+  if (parser.get().result() != bhttp::status::switching_protocols) {
+    co_return fmt::format("status {}: {}", parser.get().result_int(), parser.get().body().substr(0, 200));
+  }
+  co_return std::nullopt;
+}
+
 asio::awaitable<void> RunConnection(const LoadRequest& request, const Plan& plan, Socket& socket,
                                     Tally& tally) {
   boost::beast::flat_buffer buffer;
@@ -97,8 +114,20 @@ asio::awaitable<void> RunConnection(const LoadRequest& request, const Plan& plan
         ++sent;
         continue;
       }
-      connected = true;
       buffer.clear();
+      if (!request.preamble.empty()) {
+        auto ec = co_await Upgrade(socket, buffer, request.preamble);
+        if (ec) {
+          tally.Error(fmt::format("upgrade through {}: {}", request.endpoint.ToString(), *ec));
+          boost::system::error_code ignored;
+          socket.close(ignored);
+          asio::steady_timer pause(socket.get_executor(), std::chrono::milliseconds(100));
+          co_await pause.async_wait(kTuple);
+          ++sent;
+          continue;
+        }
+      }
+      connected = true;
       start = Clock::now();
     }
     ++sent;
@@ -108,9 +137,11 @@ asio::awaitable<void> RunConnection(const LoadRequest& request, const Plan& plan
       connected = false;
       continue;
     }
-    bhttp::response<bhttp::string_body> response;
-    auto [rec, rn] = co_await bhttp::async_read(socket, buffer, response, kTuple);
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(plan.options.max_body_bytes);
+    auto [rec, rn] = co_await bhttp::async_read(socket, buffer, parser, kTuple);
     auto end = Clock::now();
+    auto& response = parser.get();
     if (rec) {
       tally.Error(fmt::format("read: {}", rec.message()));
       connected = false;
@@ -142,10 +173,12 @@ asio::awaitable<void> RunConnection(const LoadRequest& request, const Plan& plan
 }  // namespace
 
 std::string FormatRequest(bhttp::verb method, const std::string& target, const std::string& host,
-                          const std::string& token, const std::string& body) {
+                          const std::string& token, const std::string& body,
+                          const std::vector<std::string>& headers) {
   std::string wire = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n",
                                  std::string(bhttp::to_string(method)), target, host);
   if (!token.empty()) wire += fmt::format("Authorization: Bearer {}\r\n", token);
+  for (const auto& h : headers) wire += h + "\r\n";
   if (!body.empty()) {
     wire += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n", body.size());
   }

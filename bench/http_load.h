@@ -20,13 +20,18 @@ namespace berth::bench {
 struct LoadRequest {
   Endpoint endpoint;
   std::string wire;  // the whole request as bytes (FormatRequest)
+  // Unless empty, sent once on every new connection before the first request, and answered
+  // 101: an upgrade to a raw tunnel (the agent's GET /v1/tunnel with `Upgrade: berth-tcp`),
+  // after which `wire` goes to whatever is behind it. Not timed.
+  std::string preamble;
 };
 
-// A keep-alive HTTP/1.1 request: `method target`, Host, a bearer `token` unless empty, and a
-// JSON `body` unless empty.
+// A keep-alive HTTP/1.1 request: `method target`, Host, a bearer `token` unless empty, each of
+// `headers` ("Name: value" lines without CRLF), and a JSON `body` unless empty.
 std::string FormatRequest(http::bhttp::verb method, const std::string& target,
                           const std::string& host, const std::string& token,
-                          const std::string& body = "");
+                          const std::string& body = "",
+                          const std::vector<std::string>& headers = {});
 
 // What one answer was.
 struct Verdict {
@@ -58,6 +63,8 @@ struct LoadOptions {
   // Whatever is still running this long after the expected end is abandoned (its sockets
   // closed) and counted as errors, so a wedged server cannot hang the benchmark.
   std::chrono::seconds grace{60};
+  // Largest answer body read (Beast's own default for responses is 8 MiB); larger ones fail.
+  uint64_t max_body_bytes = 8 << 20;
 };
 
 struct LoadResult {

@@ -47,6 +47,13 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
                                        auto principal = auth.Authenticate(authorization);
                                        if (!principal) return Fail(principal.error());
                                        return principal->tenant_id;
+                                     },
+                                     [this](std::string_view pass) -> Result<preview::SessionPass> {
+                                       auto holder = sessions_.CheckPreviewPass(pass);
+                                       if (!holder) return Fail(holder.error());
+                                       return preview::SessionPass{holder->tenant_id, holder->workspace_id,
+                                                                   holder->port, holder->key_id,
+                                                                   holder->expires_at};
                                      }}),
       sessions_(store, auth, options_.sessions),
       web_(options_.web_root),

@@ -7,6 +7,7 @@
 #include "common/client/ports.h"
 #include "common/v1/preview.h"
 #include "controller/api/api_server.h"
+#include "controller/preview/preview_request.h"
 
 namespace berth::api {
 namespace {
@@ -81,6 +82,42 @@ http::Task<void> Revoke(ApiContext& ctx, http::Exchange& ex) {
   co_await ex.SendJson(status::ok, json);
 }
 
+// POST /v1/workspaces/{ws}/ports/{port}/open: the web UI's way into a private preview. Preview
+// hosts are other origins, which the session cookie never reaches; the signed-in page gets a
+// link carrying a pass for this port and this session (sessions.h), which the preview host
+// trades for its own cookie. No grant is made: the pass ends with the session.
+http::Task<void> OpenForSession(ApiContext& ctx, http::Exchange& ex) {
+  std::string session_id = ex.context().value("session_id", std::string());
+  auto cookie = CookieValue(ex.header(http::bhttp::field::cookie), kSessionCookie);
+  if (session_id.empty() || !cookie) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument,
+                           "this opens a preview for a web UI session; with an API key, make a link "
+                           "(POST /v1/workspaces/{ws}/previews) or send the key to the preview host"});
+    co_return;
+  }
+  std::string_view raw(ex.param("port"));
+  int port = 0;
+  bool ok = !raw.empty() && raw.size() <= 5 && raw.front() != '0';
+  for (char c : raw) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) port = port * 10 + (c - '0');
+  }
+  if (!ok || port < 1 || port > 65535) {
+    co_await ex.SendError({ErrorCode::kInvalidArgument, "the port is a number from 1 to 65535"});
+    co_return;
+  }
+  auto ws = WorkspaceOf(ctx, ex);
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  std::string pass = Sessions::PreviewPass(*cookie, session_id, ws->id, port);
+  std::string url = fmt::format("{}?{}={}", ctx.previews.UrlOf(static_cast<uint16_t>(port), *ws),
+                                preview::kTokenParam, pass);
+  nlohmann::json body = {{"url", url}, {"port", port}, {"workspace", ws->id}};
+  co_await ex.SendJson(status::ok, body);
+}
+
 // The agent's list, each port with its preview address. Wakes a sleeping workspace, like the
 // routes that stream through to the agent.
 http::Task<void> Ports(ApiContext& ctx, http::Exchange& ex) {
@@ -122,6 +159,8 @@ void AddPreviewRoutes(http::Router& router, ApiContext& ctx) {
   router.Add(verb::delete_, "/v1/workspaces/{ws}/previews/{id}",
              [&ctx](http::Exchange& ex) { return Revoke(ctx, ex); });
   router.Add(verb::get, "/v1/workspaces/{ws}/ports", [&ctx](http::Exchange& ex) { return Ports(ctx, ex); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/ports/{port}/open",
+             [&ctx](http::Exchange& ex) { return OpenForSession(ctx, ex); });
 }
 
 }  // namespace berth::api

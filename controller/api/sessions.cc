@@ -1,7 +1,12 @@
 #include "controller/api/sessions.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 
 #include "common/random.h"
@@ -21,6 +26,28 @@ constexpr size_t kSecretSize = 3 + 64;
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Preview passes: "bps_" session "." workspace "." port "." 64 hex (sessions.h).
+constexpr std::string_view kPassPrefix = "bps_";
+constexpr size_t kMaxPass = 160;
+
+// HMAC-SHA256 keyed by the session's stored hash: only berthd (and whoever holds the cookie's
+// secret) can make one, and one session's pass says nothing about another's.
+std::string PassMac(std::string_view token_hash, std::string_view session_id, std::string_view workspace_id,
+                    int port) {
+  std::string message = fmt::format("berth-preview-pass\n{}\n{}\n{}", session_id, workspace_id, port);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), token_hash.data(), static_cast<int>(token_hash.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &size);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < size; ++i) {
+    out += kHex[mac[i] >> 4];
+    out += kHex[mac[i] & 0xf];
+  }
   return out;
 }
 
@@ -110,7 +137,21 @@ Result<SignedIn> Sessions::Authenticate(std::string_view secret) {
     if (!principal) return Fail(principal.error());
     found = SignedIn{*session, *principal, CsrfToken(secret)};
   }
-  auto& s = found->session;
+  if (auto live = StillLive(found->session, now); !live) return Fail(live.error());
+  {
+    std::lock_guard lock(mutex_);
+    if (cache_.size() > 10000) cache_.clear();
+    cache_[hash] = Cached{*found, steady + kCacheFor, revocations};
+  }
+  return *found;
+}
+
+Status Sessions::StillLive(store::Session& s, int64_t now) {
+  {
+    // The latest use through either cache (the cookie's, a pass's): each holds its own copy.
+    std::lock_guard lock(mutex_);
+    if (auto it = last_use_.find(s.id); it != last_use_.end()) s.last_used_at = std::max(s.last_used_at, it->second);
+  }
   if (now >= s.expires_at) {
     return Fail(ErrorCode::kUnauthenticated, "this session has expired: sign in again");
   }
@@ -119,21 +160,97 @@ Result<SignedIn> Sessions::Authenticate(std::string_view secret) {
                 fmt::format("this session ended after {} s without use: sign in again",
                             options_.idle_timeout.count()));
   }
-  bool touch = now - s.last_used_at >= kTouchEvery;
-  if (touch) s.last_used_at = now;
-  {
-    std::lock_guard lock(mutex_);
-    if (cache_.size() > 10000) cache_.clear();
-    cache_[hash] = Cached{*found, steady + kCacheFor, revocations};
-  }
-  if (touch) {
+  if (now - s.last_used_at >= kTouchEvery) {
+    s.last_used_at = now;
+    {
+      std::lock_guard lock(mutex_);
+      if (last_use_.size() > 10000) last_use_.clear();
+      last_use_[s.id] = now;
+    }
     // The idle clock is coarse on purpose (a write a minute at most); a failed write costs the
     // session at most a minute of its idle time, never the request.
     if (auto st = store_.TouchSession(s.id, now); !st) {
       spdlog::warn("session {}: recording its use: {}", s.id, st.error().message);
     }
   }
-  return *found;
+  return {};
+}
+
+std::string Sessions::PreviewPass(std::string_view secret, const std::string& session_id,
+                                  const std::string& workspace_id, int port) {
+  return fmt::format("{}{}.{}.{}.{}", kPassPrefix, session_id, workspace_id, port,
+                     PassMac(Sha256Hex(secret), session_id, workspace_id, port));
+}
+
+Result<PassHolder> Sessions::CheckPreviewPass(std::string_view pass) {
+  auto invalid = [] {
+    return Error(ErrorCode::kUnauthenticated,
+                 "this preview pass is not valid: open the preview again from the web UI");
+  };
+  if (pass.size() > kMaxPass || !pass.starts_with(kPassPrefix)) return Fail(invalid());
+  // session.workspace.port.mac, each part of [A-Za-z0-9_]
+  std::vector<std::string> parts;
+  std::string_view rest = pass.substr(kPassPrefix.size());
+  for (;;) {
+    auto dot = rest.find('.');
+    parts.emplace_back(rest.substr(0, dot));
+    if (dot == std::string_view::npos) break;
+    rest.remove_prefix(dot + 1);
+  }
+  if (parts.size() != 4) return Fail(invalid());
+  for (const auto& part : parts) {
+    if (part.empty()) return Fail(invalid());
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return Fail(invalid());
+    }
+  }
+  int port = 0;
+  if (parts[2].size() > 5 || parts[2].front() == '0') return Fail(invalid());
+  for (char c : parts[2]) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return Fail(invalid());
+    port = port * 10 + (c - '0');
+  }
+  if (port < 1 || port > 65535) return Fail(invalid());
+
+  int64_t now = clock_();
+  auto steady = std::chrono::steady_clock::now();
+  uint64_t revocations = auth_.revocations();
+  std::string key(pass);
+  std::optional<CachedPass> found;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = passes_.find(key);
+        it != passes_.end() && it->second.until > steady && it->second.revocations == revocations) {
+      found = it->second;
+    }
+  }
+  if (!found) {
+    auto row = store_.FindSessionWithHash(parts[0]);
+    if (!row) {
+      if (row.error().code != ErrorCode::kNotFound) return Fail(row.error());
+      return Fail(ErrorCode::kUnauthenticated,
+                  "the web UI session that opened this preview has ended: sign in and open it again");
+    }
+    std::string want = PassMac(row->second, parts[0], parts[1], port);
+    if (parts[3].size() != want.size() || CRYPTO_memcmp(parts[3].data(), want.data(), want.size()) != 0) {
+      return Fail(invalid());
+    }
+    found = CachedPass{row->first, PassHolder{row->first.tenant_id, parts[1], port, row->first.id,
+                                              row->first.key_id, row->first.expires_at},
+                       {}, revocations};
+  }
+  if (auto live = StillLive(found->session, now); !live) {
+    return Fail(ErrorCode::kUnauthenticated,
+                fmt::format("the web UI session that opened this preview has ended ({}): sign in and "
+                            "open it again", live.error().message));
+  }
+  found->until = steady + kCacheFor;
+  {
+    std::lock_guard lock(mutex_);
+    if (passes_.size() > 10000) passes_.clear();
+    passes_[key] = *found;
+  }
+  return found->holder;
 }
 
 Result<std::vector<store::Session>> Sessions::List(const Principal& by) {
@@ -149,6 +266,7 @@ Status Sessions::Revoke(const Principal& by, const std::string& session_id) {
   if (status) {
     std::lock_guard lock(mutex_);
     cache_.clear();
+    passes_.clear();
   }
   return status;
 }

@@ -13,6 +13,14 @@
 //   - a WebSocket (a GET) carries an Origin naming berthd's own host. Preview hosts are other
 //     origins of the same site (*.preview.localhost), so SameSite alone would let their pages
 //     open a signed-in WebSocket; the Origin check does not.
+//
+// Previews opened from the web UI: the cookie is host-only, so it never reaches a preview host
+// ({port}-{workspace}.{domain}, another origin), and must not (the app's page would be one
+// fetch away from berthd's API). Instead the page asks berthd for a pass (PreviewPass): one
+// port of one workspace, for this session only, signed with the session's stored hash. The
+// preview gateway takes it like a preview token (query, then its own host-only cookie) and asks
+// CheckPreviewPass each time, so a pass stops opening anything when its session ends: sign-out,
+// revocation, its key's revocation, expiry. Nothing is stored per pass.
 #pragma once
 
 #include <atomic>
@@ -57,6 +65,16 @@ struct NewSession {
   std::string secret;  // the cookie's value: shown once, in Set-Cookie, never stored
 };
 
+// What a live preview pass opens, and for whom.
+struct PassHolder {
+  std::string tenant_id;
+  std::string workspace_id;
+  int port = 0;
+  std::string session_id;
+  std::string key_id;
+  int64_t expires_at = 0;  // the session's absolute end
+};
+
 class Sessions {
  public:
   Sessions(store::Store& store, Authenticator& auth, SessionOptions options);
@@ -72,6 +90,15 @@ class Sessions {
   // a not_found. Blocking.
   Status Revoke(const Principal& by, const std::string& session_id);
 
+  // A pass to port `port` of workspace `workspace_id` for the session whose cookie holds
+  // `secret` (its id `session_id`). Pure.
+  static std::string PreviewPass(std::string_view secret, const std::string& session_id,
+                                 const std::string& workspace_id, int port);
+  // What a pass opens while its session lives; unauthenticated, saying why, otherwise (a
+  // malformed or forged pass, or an ended session). A use counts as the session's use (its
+  // idle clock). Blocking on a cache miss.
+  Result<PassHolder> CheckPreviewPass(std::string_view pass);
+
   const SessionOptions& options() const { return options_; }
   // The CSRF token of the session whose cookie holds `secret`.
   static std::string CsrfToken(std::string_view secret);
@@ -84,12 +111,24 @@ class Sessions {
     std::chrono::steady_clock::time_point until;
     uint64_t revocations = 0;
   };
+  struct CachedPass {
+    store::Session session;
+    PassHolder holder;
+    std::chrono::steady_clock::time_point until;
+    uint64_t revocations = 0;
+  };
+  // Whether `s` has not expired nor idled out at `now`; records its use (at most once a
+  // minute: the idle clock is coarse on purpose).
+  Status StillLive(store::Session& s, int64_t now);
+
   store::Store& store_;
   Authenticator& auth_;
   SessionOptions options_;
   std::function<int64_t()> clock_;
   std::mutex mutex_;
   std::map<std::string, Cached> cache_;  // by the secret's hash
+  std::map<std::string, CachedPass> passes_;  // by the pass
+  std::map<std::string, int64_t> last_use_;   // session id -> its last recorded use
 };
 
 // The value of cookie `name` in a Cookie header (RFC 6265 §5.4: "a=1; b=2"), if present.

@@ -224,6 +224,8 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   if (!co_await ex.BeginChunked(status::ok, "application/x-ndjson")) co_return;
+  // A backlog longer than the first page is read on, page by page, before the live events.
+  bool more = events->size() >= static_cast<size_t>(n);
   n = 1000;
   for (;;) {
     std::string out;
@@ -237,11 +239,19 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
       auto wrote = co_await ex.WriteChunk(out);
       if (!wrote) co_return;
     }
+    if (more) {
+      auto next = co_await ctx.Blocking(read);
+      if (!next) co_return;
+      more = next->size() >= static_cast<size_t>(n);
+      events = std::move(next);
+      continue;
+    }
     auto change = co_await changes->Next(std::chrono::steady_clock::now() + kKeepaliveEvery);
     if (changes->TakeLagged()) {
       // This follower fell behind and lost changes: the store has them all.
       auto again = co_await ctx.Blocking(read);
       if (!again) co_return;
+      more = again->size() >= static_cast<size_t>(n);
       events = std::move(again);
       continue;
     }

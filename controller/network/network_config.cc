@@ -1,5 +1,6 @@
 #include "controller/network/network_config.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -64,12 +65,31 @@ Result<NetworkConfig> ParseNetworkConfig(const nlohmann::json& j) {
     } else if (k == "libvirt_qemu_dir") {
       if (!v.is_string()) return Fail(Invalid("'network.libvirt_qemu_dir' must be a string"));
       c.libvirt_qemu_dir = v.get<std::string>();
+    } else if (k == "debug_forwards") {
+      if (!v.is_array() || v.size() > kMaxDebugForwards) {
+        return Fail(Invalid(fmt::format("'network.debug_forwards' must be an array of at most {} "
+                                        "{{\"guest\": PORT}} objects", kMaxDebugForwards)));
+      }
+      for (const auto& e : v) {
+        if (!e.is_object() || e.size() != 1 || !e.contains("guest") || !e["guest"].is_number_unsigned() ||
+            e["guest"].get<uint64_t>() < 1 || e["guest"].get<uint64_t>() > 65535) {
+          return Fail(Invalid("'network.debug_forwards' entries must be {\"guest\": PORT}, PORT 1-65535"));
+        }
+        auto port = static_cast<uint16_t>(e["guest"].get<uint64_t>());
+        // The agent's port in every image (transport.cc): berthd reaches it already, and a second,
+        // unauthenticated way in would only confuse.
+        if (port == 1024) return Fail(Invalid("'network.debug_forwards': guest port 1024 is the agent's"));
+        if (std::find(c.debug_forwards.begin(), c.debug_forwards.end(), port) != c.debug_forwards.end()) {
+          return Fail(Invalid(fmt::format("'network.debug_forwards': guest port {} twice", port)));
+        }
+        c.debug_forwards.push_back(port);
+      }
     } else if (k == "passt_binary") {
       if (!v.is_string()) return Fail(Invalid("'network.passt_binary' must be a string"));
       c.passt_binary = v.get<std::string>();
     } else {
       return Fail(Invalid(fmt::format("unknown key 'network.{}' (isolation, open_cidrs, uid_range, "
-                                      "upstream_dns, passt_binary, libvirt_qemu_dir)", k)));
+                                      "upstream_dns, passt_binary, libvirt_qemu_dir, debug_forwards)", k)));
     }
   }
   return c;

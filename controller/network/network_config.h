@@ -1,6 +1,7 @@
 // The operator's side of guest networking: the "network" object of berthd's config file.
 //   {"isolation": true, "open_cidrs": ["10.20.0.0/16"],
-//    "uid_range": {"first": 2000000, "count": 65536}, "upstream_dns": ["192.0.2.53"]}
+//    "uid_range": {"first": 2000000, "count": 65536}, "upstream_dns": ["192.0.2.53"],
+//    "debug_forwards": [{"guest": 8080}]}
 // Pure; any thread.
 #pragma once
 
@@ -45,7 +46,19 @@ struct NetworkConfig {
   // libvirt's own packaging does (0751), isolation on or off. Empty: leave it alone (berthd
   // leaves it empty for the unix transport, which runs no QEMU).
   std::string libvirt_qemu_dir = "/var/lib/libvirt/qemu";
+  // For benchmarks and debugging only (bench/run-preview-bench measures previews against it):
+  // guest ports that every VM's passt also forwards from a port berthd picks on the host's
+  // 127.0.0.1, logged at each boot ("debug forward 127.0.0.1:H -> guest port G"). Empty, the
+  // default: the agent's forward is the only inbound path (DESIGN.md, "Guest network").
+  // Not a hole in isolation: passt listens on loopback and only answers connections a host
+  // process opened (nftables passes its replies, `ct direction reply`), so the guest reaches
+  // nothing new. What it does open: the guest's server to every process on the host, with no
+  // Berth key or preview token in the way. Hence the operator's config file only, never the API.
+  std::vector<uint16_t> debug_forwards;
 };
+
+// At most this many debug forwards (each is a listening socket in every VM's passt).
+inline constexpr size_t kMaxDebugForwards = 8;
 
 // The "network" object; unknown keys and bad values are invalid_argument errors.
 Result<NetworkConfig> ParseNetworkConfig(const nlohmann::json& j);

@@ -39,11 +39,13 @@ std::string SafeReturnPath(std::string_view to) {
 }  // namespace
 
 struct PreviewGateway::Access {
-  enum class Via { kToken, kKey, kPublic };
+  enum class Via { kToken, kSessionPass, kKey, kPublic };
   Workspace ws;
   std::optional<store::Preview> grant;  // the token's or the public one
   Via via = Via::kKey;
-  std::string token;             // the token that opened it
+  std::string token;             // the token or pass that opened it
+  int64_t expires_at = 0;        // when that token or pass stops opening it
+  std::string by;                // a pass's key
   bool token_from_query = false;
 };
 
@@ -76,6 +78,29 @@ Result<PreviewGateway::Access> PreviewGateway::Authorize(const PreviewAddress& a
                                                          const std::string& authorization) {
   std::optional<Error> denied;  // a credential that is valid, but for something else
   for (size_t i = 0; i < tokens.size(); ++i) {
+    if (std::string_view(tokens[i]).starts_with(kSessionPassPrefix) && deps_.session_pass) {
+      auto pass = deps_.session_pass(tokens[i]);
+      if (!pass) {
+        if (pass.error().code != ErrorCode::kUnauthenticated) return Fail(pass.error());
+        if (!denied) denied = pass.error();
+        continue;
+      }
+      auto ws = deps_.service.Get(pass->tenant_id, pass->workspace_id);
+      if (!ws) continue;  // deleted meanwhile
+      if ((address.workspace == ws->id || address.workspace == ws->name) && pass->port == address.port) {
+        Access a;
+        a.ws = std::move(*ws);
+        a.via = Access::Via::kSessionPass;
+        a.token = tokens[i];
+        a.expires_at = pass->expires_at;
+        a.by = pass->key_id;
+        return a;
+      }
+      denied = Error(ErrorCode::kPermissionDenied,
+                     fmt::format("this pass opens port {} of workspace '{}', not port {} of '{}'",
+                                 pass->port, ws->name, address.port, address.workspace));
+      continue;
+    }
     auto grant = deps_.previews.grants().ByToken(tokens[i]);
     if (!grant) {
       if (grant.error().code != ErrorCode::kUnauthenticated) return Fail(grant.error());
@@ -90,6 +115,7 @@ Result<PreviewGateway::Access> PreviewGateway::Authorize(const PreviewAddress& a
       a.grant = std::move(*grant);
       a.via = Access::Via::kToken;
       a.token = tokens[i];
+      a.expires_at = a.grant->expires_at;
       return a;
     }
     denied = Error(ErrorCode::kPermissionDenied,
@@ -181,7 +207,8 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
     co_await SendPage(ex, std::move(page));
     co_return;
   }
-  access->token_from_query = query_token && access->via == Access::Via::kToken && access->token == tokens.front();
+  const bool by_credential = access->via == Access::Via::kToken || access->via == Access::Via::kSessionPass;
+  access->token_from_query = query_token && by_credential && access->token == tokens.front();
   const bool upgrade = agent_client::WantsUpgrade(ex.request());
   const bool get = ex.method() == bhttp::verb::get || ex.method() == bhttp::verb::head;
   if (access->token_from_query && get && !upgrade) {
@@ -191,8 +218,21 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
     page.title = "Opening the preview";
     page.message = "Opening the preview.";
     page.headers.emplace_back("Location", taken.target);
-    int64_t left = access->grant->expires_at - deps_.previews.grants().Now();
+    int64_t left = access->expires_at - deps_.previews.grants().Now();
     page.headers.emplace_back("Set-Cookie", BerthCookie(TokenCookieName(https), access->token, left, https));
+    if (access->via == Access::Via::kSessionPass) {
+      // A person opened it from the web UI: once per opening, not per request.
+      auto opened = [&] {
+        nlohmann::json data = {{"port", address.port}, {"by", access->by}};
+        auto recorded = deps_.service.RecordEvent(
+            access->ws.id, "preview_opened",
+            fmt::format("port {} opened from the web UI by {}", address.port, access->by), data);
+        if (!recorded) spdlog::warn("preview of {}: {}", access->ws.id, recorded.error().message);
+        return true;
+      };
+      bool done = co_await RunBlocking(deps_.pool, opened);
+      (void)done;
+    }
     co_await SendPage(ex, std::move(page));
     co_return;
   }

@@ -8,8 +8,9 @@
 //     forwarded. A malformed preview host is a 400 and never reaches the API or a guest.
 //  2. Access, before anything else happens to the workspace: a preview token (the
 //     X-Berth-Preview-Token header, the `berth_preview_token` query parameter, or its cookie),
-//     an API key of the workspace's tenant (Authorization: Bearer), or a public grant of the
-//     port. A token opens exactly its workspace and port. A token in the query of a GET is
+//     a web UI session's pass (controller/api/sessions.h, taken the same ways), an API key of
+//     the workspace's tenant (Authorization: Bearer), or a public grant of the port. A token
+//     or a pass opens exactly its workspace and port. A token in the query of a GET is
 //     exchanged for a host-only HttpOnly cookie and the browser is sent back to the same URL
 //     without it (303), so it does not linger in the address bar, the app's logs or a Referer.
 //     A public preview shows an interstitial once per browser (a cookie remembers it) unless
@@ -42,6 +43,16 @@
 
 namespace berth::preview {
 
+// What a web UI session's preview pass opens ("bps_…", controller/api/sessions.h).
+struct SessionPass {
+  std::string tenant_id;
+  std::string workspace_id;
+  int port = 0;
+  std::string key_id;
+  int64_t expires_at = 0;
+};
+inline constexpr std::string_view kSessionPassPrefix = "bps_";
+
 // What the gateway needs from berthd. All must outlive it.
 struct GatewayDeps {
   boost::asio::thread_pool& pool;  // blocking calls (the store)
@@ -52,6 +63,8 @@ struct GatewayDeps {
   // The tenant of the API key in an Authorization header; an error when it is no valid key.
   // Blocking.
   std::function<Result<std::string>(const std::string& authorization)> key_tenant;
+  // What a session's pass opens while the session lives; unauthenticated otherwise. Blocking.
+  std::function<Result<SessionPass>(std::string_view pass)> session_pass;
 };
 
 class PreviewGateway {

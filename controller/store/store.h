@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "controller/store/sqlite.h"
@@ -155,6 +156,9 @@ class Store {
   // The token's session while neither it nor its key is revoked (expiry is the caller's
   // check); not_found otherwise.
   Result<Session> FindSessionByTokenHash(const std::string& token_hash);
+  // Session `id` and its token's hash, on the same terms (the hash signs the session's preview
+  // passes, controller/api/sessions.h).
+  Result<std::pair<Session, std::string>> FindSessionWithHash(const std::string& id);
   // A tenant's sessions that are not revoked, newest first; only `key_id`'s when set.
   Result<std::vector<Session>> ListSessions(const std::string& tenant_id,
                                             const std::optional<std::string>& key_id);

@@ -58,6 +58,20 @@ Result<Session> Store::FindSessionByTokenHash(const std::string& token_hash) {
   return ReadSession(*stmt);
 }
 
+Result<std::pair<Session, std::string>> Store::FindSessionWithHash(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(fmt::format(
+      "SELECT {}, s.token_hash FROM sessions s JOIN api_keys k ON k.id = s.key_id "
+      "WHERE s.id = ? AND s.revoked_at IS NULL AND k.revoked_at IS NULL",
+      kColumns));
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, id);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, "unknown or ended session");
+  return std::pair{ReadSession(*stmt), stmt->Text(7)};
+}
+
 Result<std::vector<Session>> Store::ListSessions(const std::string& tenant_id,
                                                  const std::optional<std::string>& key_id) {
   std::lock_guard lock(mutex_);

@@ -158,24 +158,35 @@ class VmTransport : public Transport {
     passt.socket_path = layout.passt_socket().string();
     passt.pid_file = layout.passt_pid().string();
     passt.log_file = layout.passt_log().string();
-    if (!vsock_) {
-      // A new port per boot: the old one may have been taken meanwhile. Races with another
-      // process binding it between our probe and passt's bind are retried.
-      for (int attempt = 0;; ++attempt) {
+    // A new port per boot for the agent (forward) and each debug forward: an old one may have
+    // been taken meanwhile. Races with another process binding one between our probe and
+    // passt's bind are retried.
+    std::optional<uint16_t> agent_port;
+    for (int attempt = 0;; ++attempt) {
+      passt.tcp_forwards.clear();
+      if (!vsock_) {
         auto port = PickLoopbackPort();
         if (!port) return Fail(port.error());
-        passt.tcp_forwards = {{*port, kAgentPort}};
-        auto started = network::StartPasst(passt);
-        if (started) {
-          ws.agent_port = *port;
-          break;
-        }
-        if (attempt == 2) return Fail(started.error());
-        spdlog::warn("passt for {} on port {}: {}; retrying", ws.id, *port, started.error().message);
+        agent_port = *port;
+        passt.tcp_forwards.emplace_back(*port, kAgentPort);
       }
-    } else {
+      for (uint16_t guest : options_.debug_forwards) {
+        auto port = PickLoopbackPort();
+        if (!port) return Fail(port.error());
+        passt.tcp_forwards.emplace_back(*port, guest);
+      }
       auto started = network::StartPasst(passt);
-      if (!started) return Fail(started.error());
+      if (started) break;
+      if (attempt == 2 || passt.tcp_forwards.empty()) return Fail(started.error());
+      spdlog::warn("passt for {}: {}; retrying with other ports", ws.id, started.error().message);
+    }
+    if (agent_port) ws.agent_port = *agent_port;
+    for (size_t i = agent_port ? 1 : 0; i < passt.tcp_forwards.size(); ++i) {
+      const auto& [host, guest] = passt.tcp_forwards[i];
+      // The only place the port is told (bench/run-preview-bench reads it here): a warning,
+      // because nothing Berth checks stands between it and the guest's server.
+      spdlog::warn("workspace {}: debug forward 127.0.0.1:{} -> guest port {} (network.debug_forwards: "
+                   "no Berth authentication, for benchmarks and debugging only)", ws.id, host, guest);
     }
     spec.agent_channel = vsock_ ? hypervisor::AgentChannel::kVsock : hypervisor::AgentChannel::kForward;
     spec.vsock_cid = vsock_ ? static_cast<uint32_t>(ws.vsock_cid.value_or(0)) : 0;

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/endpoint.h"
 #include "common/error.h"
@@ -57,6 +58,10 @@ struct TransportOptions {
   // Guest network isolation (controller/network/network_manager.h): passt points the guest's
   // DNS at the filtering resolver.
   bool network_isolation = false;
+  // vsock and forward: guest ports passt also forwards from a fresh 127.0.0.1 port per boot,
+  // logged (network.debug_forwards: benchmarks and debugging only, network_config.h says what
+  // it opens). The unix transport has no guest network and ignores them.
+  std::vector<uint16_t> debug_forwards;
 };
 
 // "auto" is vsock when /dev/vhost-vsock exists, forward otherwise.

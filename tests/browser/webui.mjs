@@ -22,6 +22,7 @@
 // Exit 0 PASS, 1 FAIL.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -301,6 +302,28 @@ async function run(browser, berthd, base) {
   await page.getByRole('button', { name: 'Revoke' }).first().click();
   await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
   await page.getByRole('cell', { name: 'revoked' }).first().waitFor();
+  // Open, for this session alone: a server listening on the host (a workspace's own ports on
+  // --transport unix) opens in a new tab through a pass that leaves the address bar at once.
+  const app = http.createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/html');
+    res.end('<!doctype html><title>app</title><h1>hello from the app</h1>');
+  });
+  await new Promise((resolve) => app.listen(0, '127.0.0.1', resolve));
+  const appPort = app.address().port;
+  await page.locator('.previews .toolbar').getByRole('button', { name: 'Refresh' }).click();
+  const portRow = page.locator('table.list').first().locator('tr', { has: page.getByRole('cell', { name: String(appPort), exact: true }) });
+  await portRow.first().waitFor();
+  const [tab] = await Promise.all([
+    page.context().waitForEvent('page'),
+    portRow.first().getByRole('button', { name: 'Open', exact: true }).click(),
+  ]);
+  await tab.getByRole('heading', { name: 'hello from the app' }).waitFor({ timeout: kStep });
+  const opened = new URL(tab.url());
+  check(opened.hostname === `${appPort}-webui-demo.preview.localhost`, `the preview opened at ${tab.url()}`);
+  check(opened.search === '', `the pass stayed in the address bar: ${tab.url()}`);
+  await tab.close();
+  app.close();
+  log('a listening port opened from the Previews tab, for this session, with a clean address');
   await shot(page, '10-previews');
 
   await page.getByRole('link', { name: 'Network' }).click();

@@ -442,7 +442,7 @@ TEST_CASE("berthd: an idle workspace stops itself and a request wakes it", "[ber
   CHECK(State(api, id) == "running");
 }
 
-TEST_CASE("berthd: events can be followed live", "[berthd]") {
+TEST_CASE("berthd: events can be followed live, the whole backlog first however small the page", "[berthd]") {
   auto api = Berthd().Admin();
   auto ws = Create(api, {{"name", "followed"}});
   std::string id = ws["id"];
@@ -456,7 +456,9 @@ TEST_CASE("berthd: events can be followed live", "[berthd]") {
       if (seen.back() == "stopped") return Fail(ErrorCode::kAlreadyExists, "seen enough");
       return {};
     });
-    (void)follow.Stream(verb::get, "/v1/workspaces/" + id + "/events?follow=1", {}, nullptr,
+    // A page of 2: the backlog (created, starting, started, ...) is longer, and all of it
+    // comes before the live events.
+    (void)follow.Stream(verb::get, "/v1/workspaces/" + id + "/events?follow=1&limit=2", {}, nullptr,
                         std::nullopt, [&](std::string_view data) { return lines.Feed(data); });
   });
   // The backlog first (created ... started), then what happens from now on.
@@ -470,6 +472,15 @@ TEST_CASE("berthd: events can be followed live", "[berthd]") {
   CHECK(seen.front() == "created");
   CHECK(std::find(seen.begin(), seen.end(), "stopping") != seen.end());
   CHECK(seen.back() == "stopped");
+  // Nothing skipped: exactly the timeline up to "stopped".
+  auto all = api.Json(verb::get, "/v1/workspaces/" + id + "/events?limit=1000");
+  REQUIRE(all.has_value());
+  std::vector<std::string> timeline;
+  for (const auto& e : (*all)["events"]) {
+    timeline.push_back(e["type"]);
+    if (timeline.back() == "stopped") break;
+  }
+  CHECK(seen == timeline);
 }
 
 TEST_CASE("berthd: a restarted berthd reconciles and keeps every workspace", "[berthd][restart]") {

@@ -14,6 +14,7 @@
 
 #include "common/json.h"
 #include "tests/support/fake_server.h"
+#include "tests/support/mcp_exchange.h"
 #include "tests/support/raw_http.h"
 #include "tests/support/test_berthd.h"
 #include "tests/support/wait.h"
@@ -553,45 +554,13 @@ TEST_CASE("preview: an authorised request wakes a stopped workspace, says so, an
   CHECK(Send(Get(host, "/", TokenHeader(token))).status == 200);
 }
 
-namespace {
-
-// One JSON-RPC exchange with berthd's /mcp; the response object (a JSON body, or the data of
-// the one SSE event a tools/call answers with).
-json McpExchange(const json& body, std::string* session) {
-  auto api = Berthd().Admin();
-  client::Headers headers = {{"Accept", "application/json, text/event-stream"}};
-  if (!session->empty()) headers.emplace_back("Mcp-Session-Id", *session);
-  auto response = api.Request(verb::post, "/mcp", body.dump(), "application/json", headers);
-  REQUIRE(response);
-  INFO(response->body);
-  REQUIRE(response->status == 200);
-  if (session->empty()) *session = std::string(response->Header("Mcp-Session-Id"));
-  std::string text = response->body;
-  if (auto data = text.find("data:"); data != std::string::npos) {
-    auto end = text.find('\n', data);
-    text = text.substr(data + 5, end == std::string::npos ? std::string::npos : end - data - 5);
-  }
-  auto parsed = ParseJson(text);
-  REQUIRE(parsed);
-  return *parsed;
-}
-
-}  // namespace
-
 TEST_CASE("preview: berthd's /mcp preview_url hands out a link that opens exactly that port",
           "[preview][mcp]") {
   Workspace("mcpweb");
-  std::string session;
-  json init = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-               {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()},
-                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}}}};
-  McpExchange(init, &session);
-  REQUIRE_FALSE(session.empty());
-  json call = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"},
-               {"params", {{"name", "preview_url"},
-                           {"arguments", {{"workspace", "mcpweb"}, {"port", AppPort()},
-                                          {"expires_in", "1h"}}}}}};
-  json result = McpExchange(call, &session)["result"];
+  auto api = Berthd().Admin();
+  std::string session = testing::McpSession(api);
+  json result = testing::McpToolCall(api, session, "preview_url",
+                                     {{"workspace", "mcpweb"}, {"port", AppPort()}, {"expires_in", "1h"}});
   INFO(result.dump());
   REQUIRE_FALSE(result.value("isError", false));
   json record = result["structuredContent"];
@@ -605,6 +574,86 @@ TEST_CASE("preview: berthd's /mcp preview_url hands out a link that opens exactl
   CHECK(Send(Get(Host(AppPort(), "mcpweb"), "/from-mcp", TokenHeader(token))).status == 200);
   CHECK(Send(Get(Host(AppPort() == 65535 ? 1 : AppPort() + 1, "mcpweb"), "/", TokenHeader(token))).status ==
         403);
+}
+
+TEST_CASE("preview: a web UI session opens a private port by a pass of that port alone, which ends with the session",
+          "[preview][session]") {
+  std::string ws = Workspace("pass");
+  // Signed in as the web UI is: the key traded for the session cookie and its CSRF token.
+  client::ApiClient page(Berthd().daemon().endpoint(), "");
+  auto signed_in = page.Request(verb::post, "/v1/sessions", json{{"api_key", Berthd().admin_key()}}.dump(),
+                                "application/json");
+  REQUIRE(signed_in);
+  REQUIRE(signed_in->status == 201);
+  std::string set_cookie(signed_in->Header("Set-Cookie"));
+  std::string session_cookie = set_cookie.substr(0, set_cookie.find(';'));
+  client::Headers as_page = {{"Cookie", session_cookie},
+                             {"X-CSRF-Token", json::parse(signed_in->body)["csrf_token"].get<std::string>()}};
+  auto open = [&](const std::string& target, const client::Headers& headers) {
+    auto r = page.Request(verb::post, target, "", "", headers);
+    REQUIRE(r);
+    return *r;
+  };
+  auto opened = open(fmt::format("/v1/workspaces/{}/ports/{}/open", ws, AppPort()), as_page);
+  INFO(opened.body);
+  REQUIRE(opened.status == 200);
+  std::string url = json::parse(opened.body)["url"];
+  std::string prefix = fmt::format("http://{}/?berth_preview_token=", Host(AppPort(), "pass"));
+  REQUIRE(url.starts_with(prefix));
+  std::string pass = url.substr(prefix.size());
+  CHECK(pass.starts_with("bps_"));
+  CHECK(pass.find(session_cookie.substr(session_cookie.find('=') + 1)) == std::string::npos);
+
+  // The preview host trades the pass for its own cookie and sends the browser to a clean URL;
+  // the first opening is on the timeline.
+  size_t before = Log().Count();
+  auto traded = Send(Get(Host(AppPort(), "pass"), "/?berth_preview_token=" + pass));
+  CHECK(traded.status == 303);
+  CHECK(traded.Header("location") == "/");
+  CHECK(traded.Header("set-cookie").starts_with("berth_preview_token=" + pass + ";"));
+  CHECK(Log().Count() == before);
+  std::string with_pass = fmt::format("Cookie: app=1; berth_preview_token={}\r\n", pass);
+  auto ok = Send(Get(Host(AppPort(), "pass"), "/after", with_pass));
+  REQUIRE(ok.status == 200);
+  auto seen = ParseJson(ok.body).value();
+  CHECK(seen["target"] == "/after");
+  CHECK(seen["headers"]["cookie"] == "app=1");  // the pass stays with berthd
+  auto events = Call(verb::get, "/v1/workspaces/" + ws + "/events");
+  int opened_events = 0;
+  for (const auto& e : events["events"]) opened_events += e["type"] == "preview_opened" ? 1 : 0;
+  CHECK(opened_events == 1);
+
+  // Exactly that port of that workspace; a forged pass opens nothing; no pass for a key.
+  std::string other = Workspace("pass-other");
+  CHECK(Send(Get(Host(AppPort() == 65535 ? 1 : AppPort() + 1, "pass"), "/", with_pass)).status == 403);
+  CHECK(Send(Get(Host(AppPort(), other), "/", with_pass)).status == 403);
+  std::string forged = pass;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  CHECK(Send(Get(Host(AppPort(), "pass"), "/", TokenHeader(forged))).status == 401);
+  std::string moved = pass;  // another workspace's id under this pass's signature
+  moved.replace(moved.find(ws), ws.size(), other);
+  CHECK(Send(Get(Host(AppPort(), other), "/", TokenHeader(moved))).status == 401);
+  auto by_key = Berthd().Admin().Request(verb::post, fmt::format("/v1/workspaces/{}/ports/{}/open", ws, AppPort()));
+  REQUIRE(by_key);
+  CHECK(by_key->status == 400);
+  CHECK(open(fmt::format("/v1/workspaces/{}/ports/0/open", ws), as_page).status == 400);
+  CHECK(open(fmt::format("/v1/workspaces/{}/ports/080/open", ws), as_page).status == 400);
+  // Without the CSRF token, a signed-in POST is refused (another site's form cannot mint one).
+  CHECK(open(fmt::format("/v1/workspaces/{}/ports/{}/open", ws, AppPort()), {{"Cookie", session_cookie}}).status ==
+        403);
+
+  // Signing out ends the pass at once.
+  auto out = page.Request(verb::delete_, "/v1/sessions/current", "", "", as_page);
+  REQUIRE(out);
+  CHECK(out->status == 204);
+  auto after = Send(Get(Host(AppPort(), "pass"), "/", with_pass));
+  CHECK(after.status == 401);
+  CHECK(after.body.find("session") != std::string::npos);
+  // And a stopped workspace stays stopped for a pass whose session has ended.
+  Call(verb::post, "/v1/workspaces/" + ws + "/stop");
+  Call(verb::post, "/v1/workspaces/" + ws + "/wait", json{{"state", "stopped"}, {"timeout_s", 60}});
+  CHECK(Send(Get(Host(AppPort(), "pass"), "/", with_pass)).status == 401);
+  CHECK(State(ws) == "stopped");
 }
 
 }  // namespace berth

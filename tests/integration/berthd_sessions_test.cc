@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/random.h"
+#include "tests/support/raw_http.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_berthd.h"
 #include "tests/support/wait.h"
@@ -243,6 +244,66 @@ TEST_CASE("sessions: sign-out, revoking the session or its key, and expiry end a
   auto expired = Anonymous().Request(verb::get, "/v1/me", {}, {}, Cookie(busy));
   REQUIRE(expired);
   CHECK(expired->body.find("expired") != std::string::npos);
+}
+
+// The status of a GET of "/" on a preview host, with `pass` as the preview token header.
+int PreviewStatus(const std::string& host_label, const std::string& pass) {
+  testing::RawConnection c(Berthd().daemon().endpoint().port);
+  REQUIRE(c.ok());
+  REQUIRE(c.Send(fmt::format("GET / HTTP/1.1\r\nHost: {}.preview.localhost:{}\r\nX-Berth-Preview-Token: {}\r\n"
+                             "X-Berth-Skip-Interstitial: 1\r\nConnection: close\r\n\r\n",
+                             host_label, Berthd().daemon().endpoint().port, pass)));
+  c.WaitClosed(std::chrono::seconds(20));
+  const std::string& got = c.received();
+  return got.size() > 12 ? std::stoi(got.substr(9, 3)) : 0;
+}
+
+TEST_CASE("sessions: a preview pass opens nothing once its session idles out or its key is revoked; "
+          "a malformed one opens nothing", "[sessions][preview]") {
+  auto op = Berthd().Admin();
+  REQUIRE(op.Json(verb::post, "/v1/workspaces", json{{"name", "passes"}}));
+  REQUIRE(op.Json(verb::post, "/v1/workspaces/passes/wait", json{{"state", "running"}, {"timeout_s", 60}}));
+  // Port 9 of the workspace: nothing listens there, so an authorised request is the 502 page
+  // and a refused one a 401 (or a 403 for a pass of another port).
+  auto pass_of = [&](const SignedIn& s, int port) {
+    auto r = Anonymous().Request(verb::post, fmt::format("/v1/workspaces/passes/ports/{}/open", port), {}, {},
+                                 Cookie(s, true));
+    REQUIRE(r);
+    INFO(r->body);
+    REQUIRE(r->status == 200);
+    std::string url = json::parse(r->body)["url"];
+    return url.substr(url.find("berth_preview_token=") + 20);
+  };
+  std::string key = MintKey("read");  // any scope may look at a preview
+  auto idle = SignIn(key);
+  auto busy = SignIn(key);
+  std::string idle_pass = pass_of(idle, 9);
+  std::string busy_pass = pass_of(busy, 9);
+  CHECK(PreviewStatus("9-passes", idle_pass) == 502);
+  CHECK(PreviewStatus("10-passes", idle_pass) == 403);
+  // Using the pass is using the session: the busy one outlives the idle timeout; the idle one
+  // does not, and neither does its pass.
+  for (int i = 0; i < 3; ++i) {
+    g_now += 1800;  // half the idle timeout
+    CHECK(PreviewStatus("9-passes", busy_pass) == 502);
+  }
+  CHECK(PreviewStatus("9-passes", idle_pass) == 401);
+  CHECK(StatusOf(Cookie(busy), verb::get, "/v1/me") == 200);
+
+  // Revoking the key ends its sessions' passes at once.
+  REQUIRE(op.Request(verb::delete_, "/v1/keys/" + busy.body["key"]["id"].get<std::string>()));
+  CHECK(PreviewStatus("9-passes", busy_pass) == 401);
+
+  // Malformed: refused as a credential, never looked up as a workspace.
+  auto fresh = SignIn(MintKey("read"));
+  std::string good = pass_of(fresh, 9);
+  CHECK(PreviewStatus("9-passes", good) == 502);
+  for (std::string bad : {std::string("bps_"), good.substr(0, good.rfind('.')), good + ".9",
+                          good.substr(0, good.size() - 1), good + "0", std::string("bps_a.b.9.") + std::string(64, '0'),
+                          std::string("bps_") + std::string(400, 'a')}) {
+    INFO(bad);
+    CHECK(PreviewStatus("9-passes", bad) == 401);
+  }
 }
 
 TEST_CASE("sessions: GET /v1/watch/workspaces streams a snapshot, then each change and deletion",

@@ -25,6 +25,19 @@ TEST_CASE("passt command line keeps forwards on loopback and the gateway unmappe
   CHECK(has("--no-map-gw"));
   CHECK(has("--one-off"));
   CHECK(has("127.0.0.1/40001:1024"));
+  // The agent's forward and a debug forward (network.debug_forwards): one --tcp-ports each,
+  // both on loopback.
+  o.tcp_forwards = {{40001, 1024}, {40002, 8080}};
+  argv = network::PasstArgv(o);
+  CHECK(std::count(argv.begin(), argv.end(), std::string("--tcp-ports")) == 2);
+  CHECK(has("127.0.0.1/40001:1024"));
+  CHECK(has("127.0.0.1/40002:8080"));
+  // No forward at all (vsock without debug forwards): nothing inbound.
+  o.tcp_forwards.clear();
+  argv = network::PasstArgv(o);
+  auto tcp = std::find(argv.begin(), argv.end(), std::string("--tcp-ports"));
+  REQUIRE(tcp != argv.end());
+  CHECK(*std::next(tcp) == "none");
 }
 
 TEST_CASE("passt starts as the QEMU user and serves its socket", "[passt]") {

@@ -115,6 +115,28 @@ TEST_CASE("network config: defaults, and refusals of what would open the host", 
   }
 }
 
+TEST_CASE("network config: debug forwards are off by default and take only guest ports", "[network]") {
+  CHECK(ParseNetworkConfig(json::object())->debug_forwards.empty());
+  auto c = ParseNetworkConfig(json::parse(R"({"debug_forwards":[{"guest":8080},{"guest":9001}]})"));
+  REQUIRE(c);
+  CHECK(c->debug_forwards == std::vector<uint16_t>{8080, 9001});
+  // The host side is always berthd's pick on 127.0.0.1: no key names a host address or port.
+  for (const char* bad : {R"({"debug_forwards":8080})", R"({"debug_forwards":[8080]})",
+                          R"({"debug_forwards":[{"guest":0}]})", R"({"debug_forwards":[{"guest":65536}]})",
+                          R"({"debug_forwards":[{"guest":-1}]})", R"({"debug_forwards":[{"guest":"8080"}]})",
+                          R"({"debug_forwards":[{"guest":1024}]})",
+                          R"({"debug_forwards":[{"guest":8080},{"guest":8080}]})",
+                          R"({"debug_forwards":[{"guest":8080,"host":"0.0.0.0"}]})",
+                          R"({"debug_forwards":[{"guest":8080,"host_port":80}]})",
+                          R"({"debug_forwards":[{"guest":1},{"guest":2},{"guest":3},{"guest":4},{"guest":5},)"
+                          R"({"guest":6},{"guest":7},{"guest":8},{"guest":9}]})"}) {
+    INFO(bad);
+    auto r = ParseNetworkConfig(json::parse(bad));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kInvalidArgument);
+  }
+}
+
 TEST_CASE("resolv.conf: nameservers in order, scoped ones skipped", "[network]") {
   auto ns = NameserversFromResolvConf("# c\nnameserver 192.0.2.1\nsearch x\nnameserver fe80::1%eth0\nnameserver 2001:db8::53\n");
   CHECK(ns == std::vector<std::string>{"192.0.2.1", "2001:db8::53"});

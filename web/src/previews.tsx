@@ -1,8 +1,9 @@
 // Previews: the guest's listening ports (GET …/ports) and the preview links (…/previews):
-// make a link (private with a token, or public), open it, copy it, revoke it.
+// open a port for this session, make a link (private with a token, or public), copy it,
+// revoke it.
 import { useEffect, useState } from 'preact/hooks';
 import { call, errorMessage, wsPath } from './api';
-import { Confirm, ErrorNote, formatTime } from './ui';
+import { Confirm, ErrorNote, copyText, formatTime } from './ui';
 
 interface Port {
   port: number;
@@ -23,15 +24,6 @@ interface Preview {
   created_at: string;
   expires_at: string;
   last_used_at: string | null;
-}
-
-async function copy(text: string): Promise<boolean> {
-  try {
-    await navigator.clipboard.writeText(text);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export function Previews({ ws }: { ws: string }) {
@@ -87,7 +79,22 @@ export function Previews({ ws }: { ws: string }) {
       setError(errorMessage(e));
     }
   };
-  const copyLink = async (text: string) => setNote((await copy(text)) ? 'Link copied.' : 'Copying failed: select the link and copy it.');
+  // Opens a port for this session alone (POST …/ports/{port}/open): no link is made, and what
+  // opens it ends with the session. The tab is opened at the click (popup blockers allow only
+  // that) and cut from this page before it is sent to the preview's origin.
+  const openPort = async (port: number) => {
+    const tab = window.open('about:blank', '_blank');
+    if (tab) tab.opener = null;
+    try {
+      const r = await call<{ url: string }>('POST', wsPath(ws, `/ports/${port}/open`));
+      if (tab) tab.location.href = r.url;
+      else window.location.href = r.url;
+    } catch (e) {
+      tab?.close();
+      setError(errorMessage(e));
+    }
+  };
+  const copyLink = async (text: string) => setNote((await copyText(text)) ? 'Link copied.' : 'Copying failed: select the link and copy it.');
 
   return (
     <div class="previews">
@@ -127,7 +134,9 @@ export function Previews({ ws }: { ws: string }) {
               <td data-label="Address">{p.address}</td>
               <td data-label="Process" class="mono">{p.process ?? '—'}</td>
               <td class="row-actions"><div class="buttons">
-                <button type="button" onClick={() => make(p.port, false)}>Private link</button>
+                <button type="button" onClick={() => void openPort(p.port)}
+                        title="Opens it for you while you are signed in; makes no link">Open</button>
+                <button type="button" class="quiet" onClick={() => make(p.port, false)}>Private link</button>
                 <button type="button" class="quiet" onClick={() => make(p.port, true)}>Public link</button>
               </div></td>
             </tr>))}
