@@ -33,6 +33,7 @@ App::App() : app_("berth: workspaces for AI agents (a Linux VM each), from the c
   AddEventCommands(builder);
   AddAdminCommands(builder);
   AddNetworkCommands(builder);
+  AddDesktopCommands(builder);
   AddMcpCommand(builder);
 }
 

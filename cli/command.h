@@ -64,5 +64,6 @@ void AddEventCommands(Builder& b);      // events (logs), usage
 void AddAdminCommands(Builder& b);      // keys, tenants
 void AddMcpCommand(Builder& b);         // mcp
 void AddNetworkCommands(Builder& b);    // network
+void AddDesktopCommands(Builder& b);    // desktop screenshot|act|control
 
 }  // namespace berth::cli

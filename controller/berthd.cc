@@ -298,6 +298,12 @@ Status Daemon::Start() {
   // filtering resolver.
   topt.network_isolation = net.isolation;
   topt.passt_binary = net.passt_binary;
+  topt.debug_forwards = net.debug_forwards;
+  if (!net.debug_forwards.empty()) {
+    spdlog::warn("guest network: network.debug_forwards is set: {} guest port(s) of every VM forwarded from "
+                 "the host's 127.0.0.1 without Berth authentication (benchmarks and debugging only){}",
+                 net.debug_forwards.size(), config_.transport == "unix" ? "; the unix transport ignores it" : "");
+  }
   auto transport = workspace::MakeTransport(topt);
   if (!transport) return Fail(transport.error());
 
@@ -329,7 +335,8 @@ Status Daemon::Start() {
       -> Result<std::shared_ptr<mcp::Backend>> {
     auto principal = auth_->Authenticate("Bearer " + key);
     if (!principal) return Fail(principal.error());
-    return std::make_shared<api::LocalBackend>(*service_, *previews_, io_, *principal, mcp_calls_);
+    return std::make_shared<api::LocalBackend>(*service_, *previews_, io_, *principal, mcp_calls_, desktop_.get(),
+                                               pool_.get());
   };
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   // The desktop's events go to the workspace's timeline (SQLite: on the API pool, in order).

@@ -15,6 +15,7 @@
 // of a call outlives its deadline. Any thread may call any method, concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/client/berth_client.h"
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/protocol/exec.h"
@@ -168,6 +170,20 @@ class Backend {
   // and `link` (shown only here). Does not wake the workspace.
   virtual Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                             Deadline deadline) = 0;
+
+  // --- the desktop (desktop images; docs/api.md, "Desktop") ---
+  // The screen now, scaled (0.05-1), as "png" or "jpeg"; locked during a private takeover.
+  virtual Result<client::DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format,
+                                                        double scale, Deadline deadline) = 0;
+  // Computer-use actions, as POST …/desktop/actions takes them: {done, screen}; locked while a
+  // person holds control.
+  virtual Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                                Deadline deadline) = 0;
+  // Who holds the desktop; with `wait_release`, after waiting that long at most for a person
+  // to hand back.
+  virtual Result<nlohmann::json> DesktopControl(std::string_view ws,
+                                                std::optional<std::chrono::seconds> wait_release,
+                                                Deadline deadline) = 0;
 
   // --- the guest network: the API's answer of GET|PATCH …/network (docs/api.md, "Network") ---
   virtual Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) = 0;

@@ -1,5 +1,7 @@
 #include "mcp/fake_backend.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -621,6 +623,49 @@ Result<nlohmann::json> FakeBackend::SetNetwork(std::string_view ws, const v1::Ne
   }
   (*space)->network = policy;
   return NetworkAnswer(policy);
+}
+
+Result<client::DesktopShot> FakeBackend::DesktopScreenshot(std::string_view ws, std::string_view format,
+                                                           double scale, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DesktopScreenshot", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  client::DesktopShot shot;
+  shot.screen_width = 1280;
+  shot.screen_height = 800;
+  shot.image_width = static_cast<int>(std::lround(1280 * scale));
+  shot.image_height = static_cast<int>(std::lround(800 * scale));
+  shot.mime = format == "jpeg" ? "image/jpeg" : "image/png";
+  shot.bytes = fmt::format("{} {}x{}", format == "jpeg" ? "JPEG" : "PNG", shot.image_width, shot.image_height);
+  return shot;
+}
+
+Result<nlohmann::json> FakeBackend::DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                                   Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DesktopActions", deadline); !s) return Fail(s.error());
+  auto space = AgentLocked(ws);
+  if (!space) return Fail(space.error());
+  if (!request.is_object()) return Fail(ErrorCode::kInvalidArgument, "the body is an action or {\"actions\": [...]}");
+  last_actions_ = request;
+  size_t done = request.contains("actions") && request["actions"].is_array() ? request["actions"].size() : 1;
+  return nlohmann::json{{"done", done}, {"screen", {{"width", 1280}, {"height", 800}}}};
+}
+
+Result<nlohmann::json> FakeBackend::DesktopControl(std::string_view ws, std::optional<std::chrono::seconds>,
+                                                   Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DesktopControl", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  return nlohmann::json{{"holder", "agent"}, {"since", nullptr}, {"by", ""}, {"lease_expires", nullptr},
+                        {"reason", ""}, {"private", false}};
+}
+
+std::optional<nlohmann::json> FakeBackend::LastActionsForTest() const {
+  std::lock_guard lock(mutex_);
+  return last_actions_;
 }
 
 void FakeBackend::SetPortsForTest(std::string_view ws, std::vector<protocol::PortInfo> ports) {

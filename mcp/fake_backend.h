@@ -75,8 +75,20 @@ class FakeBackend : public Backend {
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;
+  // A 1280x800 screen whose image is `scale` of it (the bytes: "PNG" or "JPEG" and the
+  // sizes, no real image).
+  Result<client::DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
+                                                Deadline deadline) override;
+  // Checks only that the request is an object: {done: its action count, screen 1280x800}.
+  Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                        Deadline deadline) override;
+  // The agent holds it.
+  Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
+                                        Deadline deadline) override;
 
   // --- test controls ---
+  // The last actions request, as the tools built it.
+  std::optional<nlohmann::json> LastActionsForTest() const;
   // A workspace as if made earlier, in `state`; its id.
   std::string AddWorkspaceForTest(const std::string& name, v1::State state,
                                   v1::StringMap labels = {});
@@ -131,6 +143,7 @@ class FakeBackend : public Backend {
 
   mutable std::mutex mutex_;
   std::map<std::string, Space> spaces_;  // by id
+  std::optional<nlohmann::json> last_actions_;
   int next_id_ = 1;
   int next_pid_ = 1000;
   int64_t clock_ns_ = 1'700'000'000'000'000'000;

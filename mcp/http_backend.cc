@@ -86,6 +86,22 @@ Result<v1::Preview> HttpBackend::CreatePreview(std::string_view ws,
   return berth_.CreatePreview(ws, request, deadline);
 }
 
+Result<client::DesktopShot> HttpBackend::DesktopScreenshot(std::string_view ws, std::string_view format,
+                                                           double scale, Deadline deadline) {
+  return berth_.DesktopScreenshot(ws, format, scale, deadline);
+}
+
+Result<nlohmann::json> HttpBackend::DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                                   Deadline deadline) {
+  return berth_.DesktopActions(ws, request, deadline);
+}
+
+Result<nlohmann::json> HttpBackend::DesktopControl(std::string_view ws,
+                                                   std::optional<std::chrono::seconds> wait_release,
+                                                   Deadline deadline) {
+  return berth_.DesktopControl(ws, wait_release, deadline);
+}
+
 Result<nlohmann::json> HttpBackend::GetNetwork(std::string_view ws, Deadline deadline) {
   return berth_.GetNetwork(ws, deadline);
 }

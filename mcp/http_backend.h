@@ -34,6 +34,12 @@ class HttpBackend : public AgentBackend {
   Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                     Deadline deadline) override;
 
+  Result<client::DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
+                                                Deadline deadline) override;
+  Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                        Deadline deadline) override;
+  Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
+                                        Deadline deadline) override;
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;

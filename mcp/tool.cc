@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/protocol/exec.h"
 #include "mcp/arguments.h"
 
 namespace berth::mcp {
@@ -28,6 +29,13 @@ nlohmann::json ToolResult::ToJson(bool with_structured) const {
     nlohmann::json block = nlohmann::json::object();
     block["type"] = "text";
     block["text"] = text;
+    content.push_back(std::move(block));
+  }
+  for (const auto& image : images) {
+    nlohmann::json block = nlohmann::json::object();
+    block["type"] = "image";
+    block["data"] = protocol::Base64Encode(image.bytes);
+    block["mimeType"] = image.mime;
     content.push_back(std::move(block));
   }
   nlohmann::json out = nlohmann::json::object();
@@ -90,7 +98,7 @@ std::string DescribeError(const Error& error) {
 const std::vector<Tool>& AllTools() {
   static const std::vector<Tool> tools = [] {
     std::vector<Tool> all;
-    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools}) {
+    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools, DesktopTools}) {
       for (auto& tool : group()) all.push_back(std::move(tool));
     }
     return all;

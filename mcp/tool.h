@@ -23,7 +23,13 @@ namespace berth::mcp {
 // for clients that negotiated a protocol revision that has it.
 struct ToolResult {
   ToolResult() = default;
+  // An image content block (MCP ImageContent): the bytes and their MIME type.
+  struct Image {
+    std::string bytes;
+    std::string mime;
+  };
   std::vector<std::string> texts;
+  std::vector<Image> images;  // after the texts
   std::optional<nlohmann::json> structured;  // an object
   bool is_error = false;
 
@@ -105,6 +111,7 @@ std::vector<Tool> ExecTools();
 std::vector<Tool> FileTools();
 std::vector<Tool> PortTools();
 std::vector<Tool> NetworkTools();
+std::vector<Tool> DesktopTools();
 
 // Schema building blocks shared by the groups.
 namespace schema {

@@ -1,5 +1,7 @@
 #include "common/client/berth_client.h"
 
+#include <charconv>
+
 #include <thread>
 
 #include <fmt/format.h>
@@ -140,6 +142,46 @@ Result<nlohmann::json> AnObject(Result<nlohmann::json> answer, std::string_view 
   return answer;
 }
 }  // namespace
+
+Result<DesktopShot> BerthClient::DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
+                                                   Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/desktop/screenshot") +
+                       fmt::format("?format={}&scale={}", http::PercentEncode(format), scale);
+  auto res = ClientFor(deadline).Request(verb::get, target);
+  if (!res) return Fail(res.error());
+  if (res->status != 200) return Fail(ApiClient::ErrorFrom(*res));
+  auto size = [&](std::string_view name) {
+    std::string_view v = res->Header(name);
+    int n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    return ec == std::errc() && end == v.data() + v.size() ? n : 0;
+  };
+  DesktopShot shot;
+  shot.mime = std::string(res->Header("Content-Type"));
+  shot.screen_width = size("X-Screen-Width");
+  shot.screen_height = size("X-Screen-Height");
+  shot.image_width = size("X-Image-Width");
+  shot.image_height = size("X-Image-Height");
+  if (shot.screen_width <= 0 || shot.image_width <= 0 || res->body.empty()) {
+    return Fail(ErrorCode::kInternal, fmt::format("GET {}: an image without its sizes", target));
+  }
+  shot.bytes = std::move(res->body);
+  return shot;
+}
+
+Result<nlohmann::json> BerthClient::DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                                   Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/desktop/actions");
+  return AnObject(Call(verb::post, target, request, deadline), target);
+}
+
+Result<nlohmann::json> BerthClient::DesktopControl(std::string_view ws,
+                                                   std::optional<std::chrono::seconds> wait_release,
+                                                   Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/desktop/control");
+  if (wait_release) target += fmt::format("?wait=release&timeout={}s", wait_release->count());
+  return AnObject(Call(verb::get, target, std::nullopt, deadline), target);
+}
 
 Result<nlohmann::json> BerthClient::GetNetwork(std::string_view ws, Deadline deadline) const {
   std::string target = WorkspaceRoute(ws, "/network");

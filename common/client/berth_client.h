@@ -45,6 +45,16 @@ struct WorkspaceListing {
   bool more = false;
 };
 
+// A screenshot of a workspace's screen (GET …/desktop/screenshot).
+struct DesktopShot {
+  std::string bytes;
+  std::string mime;
+  int screen_width = 0;
+  int screen_height = 0;
+  int image_width = 0;
+  int image_height = 0;
+};
+
 class BerthClient {
  public:
   // Workspaces per page when walking a whole list: berthd's default page.
@@ -134,6 +144,17 @@ class BerthClient {
   // The same with the times as the caller wrote them (ISO 8601 or unix seconds; "" for the
   // default), checked by berthd.
   Result<v1::Usage> GetUsage(std::string_view from, std::string_view to, Deadline deadline) const;
+
+  // --- the desktop (docs/api.md, "Desktop") ---
+  // GET …/desktop/screenshot: the image and the sizes its headers state.
+  Result<DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
+                                        Deadline deadline) const;
+  // POST …/desktop/actions: the API's answer ({done, screen}).
+  Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                        Deadline deadline) const;
+  // GET …/desktop/control, waiting up to `wait_release` for a person to hand back when set.
+  Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
+                                        Deadline deadline) const;
 
   // --- the guest network (docs/api.md, "Network"): the API's answer, a JSON object ---
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) const;

@@ -83,6 +83,12 @@ http::Task<void> SleepFor(std::chrono::milliseconds d);
 http::Task<bool> Require(http::Exchange& ex, Scope needed);
 
 void AddAdminRoutes(http::Router& router, ApiContext& ctx);
+// desktop_routes.cc: waits, without polling (the change feed), until the agent holds the
+// desktop of the workspace again or `timeout` has passed; the state then.
+http::Task<Result<desktop::ControlState>> WaitForDesktopRelease(workspace::WorkspaceService& service,
+                                                        desktop::DesktopControl& control, std::string tenant_id,
+                                                        std::string workspace_id, std::chrono::milliseconds timeout);
+
 // session_routes.cc: /v1/sessions.
 void AddSessionRoutes(http::Router& router, ApiContext& ctx);
 // POST /v1/sessions: signing in, the one request besides health that carries no credential.

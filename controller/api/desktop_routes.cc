@@ -13,6 +13,7 @@
 #include "common/duration.h"
 #include "common/v1/time.h"
 #include "controller/api/api_server.h"
+#include "controller/desktop/agent_hands.h"
 #include "controller/desktop/vnc_bridge.h"
 
 namespace berth::api {
@@ -280,13 +281,9 @@ http::Task<void> GetControl(ApiContext& ctx, http::Exchange& ex) {
       co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "timeout must be a duration of at most 1h"));
       co_return;
     }
-    // Subscribed before the state is read again: a release between the two is not missed.
-    auto changes = ctx.service.Subscribe(co_await boost::asio::this_coro::executor, ws->tenant_id, ws->id);
-    auto deadline = std::chrono::steady_clock::now() + *timeout;
-    while (control.Get(ws->id).holder == desktop::Holder::kHuman) {
-      auto change = co_await changes->Next(deadline);
-      if (!change && (changes->closed() || std::chrono::steady_clock::now() >= deadline)) break;
-    }
+    auto timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+    auto released = co_await WaitForDesktopRelease(ctx.service, control, ws->tenant_id, ws->id, timeout_ms);
+    (void)released;
   }
   auto body = control.Get(ws->id).ToJson();
   co_await ex.SendJson(status::ok, body);
@@ -341,7 +338,105 @@ http::Task<void> ChangeControl(ApiContext& ctx, http::Exchange& ex, bool takeove
   co_await ex.SendJson(status::ok, out);
 }
 
+// The workspace of an eyes-or-hands route once `allowed` (a check of DesktopControl's: a
+// person's hold is refused before anything wakes) lets it through, woken: the screen is a
+// running VM's.
+http::Task<Result<workspace::Workspace>> AwakeWorkspace(
+    ApiContext& ctx, http::Exchange& ex, Status (desktop::DesktopControl::*allowed)(const std::string&) const) {
+  auto ws = WorkspaceFor(ctx, ex, PrincipalOf(ex).tenant_id);
+  if (!ws) co_return ws;
+  if (auto ok = (ctx.desktop->control().*allowed)(ws->id); !ok) co_return Fail(ok.error());
+  ctx.service.NoteActivity(ws->id);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  if (!link) co_return Fail(link.error());
+  co_return ws;
+}
+
+// GET …/desktop/screenshot?format=png|jpeg&scale=…&quality=…: the screen now
+// (desktop/agent_hands.h). The screen's size and the image's are in the answer's headers, so
+// a point on a scaled image maps back to the screen by their ratio.
+http::Task<void> Screenshot(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kRead)) co_return;
+  auto& desk = *ctx.desktop;
+  auto format = desktop::ParseImageFormat(ex.query().Get("format").value_or("png"));
+  auto scale = desktop::ParseScale(ex.query().Get("scale"));
+  auto quality = ex.query().GetInt("quality", 80, 1, 100);
+  if (!format || !scale || !quality) {
+    auto error = !format ? format.error() : !scale ? scale.error() : quality.error();
+    co_await ex.SendError(error);
+    co_return;
+  }
+  auto ws = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  desktop::ScreenshotRequest request{*format, *scale, static_cast<int>(*quality)};
+  std::string id = ws->id;
+  auto shot = co_await ctx.Blocking([&] {
+    return desktop::TakeScreenshot(desk, id, request, DeadlineIn(desktop::kScreenshotDeadline));
+  });
+  if (!shot) {
+    co_await ex.SendError(shot.error());
+    co_return;
+  }
+  http::bhttp::response<http::bhttp::string_body> res{status::ok, ex.request().version()};
+  res.set(field::content_type, desktop::ImageMime(shot->format));
+  res.set(field::cache_control, "no-store");
+  res.set("X-Screen-Width", std::to_string(shot->screen.width));
+  res.set("X-Screen-Height", std::to_string(shot->screen.height));
+  res.set("X-Image-Width", std::to_string(shot->image.width));
+  res.set("X-Image-Height", std::to_string(shot->image.height));
+  res.body() = std::move(shot->bytes);
+  co_await ex.Send(std::move(res));
+}
+
+// POST …/desktop/actions: computer-use actions as RFB input (desktop/agent_hands.h), refused
+// (423) while a person holds the desktop, before anything wakes.
+http::Task<void> Actions(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  auto& desk = *ctx.desktop;
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  auto ws = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentInput);
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  auto guard = ctx.service.OpenStream(ws->id, "desktop actions");
+  // Named locals, not temporaries in the co_await expression (PrincipalOf's is an aggregate:
+  // the g++ 12 pitfall in docs/architecture.md).
+  std::string id = ws->id;
+  std::string by = PrincipalOf(ex).key_id;
+  nlohmann::json request = std::move(*body);
+  auto done = co_await desktop::RunActions(desk, ctx.pool, id, request, by);
+  if (!done) {
+    co_await ex.SendError(done.error());
+    co_return;
+  }
+  nlohmann::json out = {{"done", done->actions},
+                        {"screen", {{"width", done->screen.width}, {"height", done->screen.height}}}};
+  co_await ex.SendJson(status::ok, out);
+}
+
 }  // namespace
+
+http::Task<Result<desktop::ControlState>> WaitForDesktopRelease(workspace::WorkspaceService& service,
+                                                        desktop::DesktopControl& control, std::string tenant_id,
+                                                        std::string workspace_id, std::chrono::milliseconds timeout) {
+  // Subscribed before the state is read again: a release between the two is not missed.
+  auto changes = service.Subscribe(co_await boost::asio::this_coro::executor, tenant_id, workspace_id);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (control.Get(workspace_id).holder == desktop::Holder::kHuman) {
+    auto change = co_await changes->Next(deadline);
+    if (!change && (changes->closed() || std::chrono::steady_clock::now() >= deadline)) break;
+  }
+  desktop::ControlState state = control.Get(workspace_id);
+  co_return state;
+}
 
 bool IsDesktopTicketRequest(http::Exchange& ex) {
   if (!ex.header(field::authorization).empty()) return false;
@@ -367,6 +462,8 @@ void AddDesktopRoutes(http::Router& router, ApiContext& ctx) {
              [&ctx](http::Exchange& ex) { return ChangeControl(ctx, ex, true); });
   router.Add(verb::post, "/v1/workspaces/{ws}/desktop/control/release",
              [&ctx](http::Exchange& ex) { return ChangeControl(ctx, ex, false); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/desktop/screenshot", [&ctx](http::Exchange& ex) { return Screenshot(ctx, ex); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/desktop/actions", [&ctx](http::Exchange& ex) { return Actions(ctx, ex); });
 }
 
 }  // namespace berth::api

@@ -7,7 +7,9 @@
 #include <boost/asio/use_future.hpp>
 #include <fmt/format.h>
 
+#include "controller/api/api_server.h"
 #include "controller/api/json.h"
+#include "controller/desktop/agent_hands.h"
 #include "controller/network/network_api.h"
 #include "controller/network/policy.h"
 #include "controller/workspace/request.h"
@@ -25,12 +27,15 @@ std::optional<workspace::State> ServiceState(v1::State state) {
 }  // namespace
 
 LocalBackend::LocalBackend(workspace::WorkspaceService& service, preview::PreviewService& previews,
-                           asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls)
+                           asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls,
+                           desktop::DesktopService* desktop, asio::thread_pool* pool)
     : service_(service),
       previews_(previews),
       io_(io),
       principal_(std::move(principal)),
-      calls_(std::move(calls)) {}
+      calls_(std::move(calls)),
+      desktop_(desktop),
+      pool_(pool) {}
 
 bool McpCalls::Enter() {
   std::lock_guard lock(mutex_);
@@ -205,6 +210,67 @@ Result<v1::Preview> LocalBackend::CreatePreview(std::string_view ws, const v1::C
   auto parsed = v1::CreatePreviewFromJson(v1::ToJson(request));
   if (!parsed) return Fail(parsed.error());
   return previews_.Create(*found, *parsed, principal_.key_id);
+}
+
+Result<workspace::Workspace> LocalBackend::AwakeForDesktop(std::string_view ws, Scope needed, Deadline deadline) {
+  if (desktop_ == nullptr || pool_ == nullptr) {
+    return Fail(ErrorCode::kFailedPrecondition, "this berthd serves no desktop");
+  }
+  if (auto s = Require(needed); !s) return Fail(s.error());
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  service_.NoteActivity(found->id);
+  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline)));
+  if (!link) return Fail(link.error());
+  return found;
+}
+
+Result<client::DesktopShot> LocalBackend::DesktopScreenshot(std::string_view ws, std::string_view format,
+                                                            double scale, Deadline deadline) {
+  auto parsed = desktop::ParseImageFormat(format);
+  if (!parsed) return Fail(parsed.error());
+  if (!(scale >= 0.05 && scale <= 1.0)) return Fail(ErrorCode::kInvalidArgument, "'scale' is a number from 0.05 to 1");
+  auto found = AwakeForDesktop(ws, Scope::kRead, deadline);
+  if (!found) return Fail(found.error());
+  desktop::ScreenshotRequest request{*parsed, scale, 80};
+  auto shot = desktop::TakeScreenshot(*desktop_, found->id, request,
+                                      std::min(deadline, DeadlineIn(desktop::kScreenshotDeadline)));
+  if (!shot) return Fail(shot.error());
+  client::DesktopShot out;
+  out.bytes = std::move(shot->bytes);
+  out.mime = std::string(desktop::ImageMime(shot->format));
+  out.screen_width = shot->screen.width;
+  out.screen_height = shot->screen.height;
+  out.image_width = shot->image.width;
+  out.image_height = shot->image.height;
+  return out;
+}
+
+Result<nlohmann::json> LocalBackend::DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                                    Deadline deadline) {
+  auto found = AwakeForDesktop(ws, Scope::kWrite, deadline);
+  if (!found) return Fail(found.error());
+  auto guard = service_.OpenStream(found->id, "desktop actions");
+  auto done = Sync(desktop::RunActions(*desktop_, *pool_, found->id, request, principal_.key_id));
+  if (!done) return Fail(done.error());
+  return nlohmann::json{{"done", done->actions},
+                        {"screen", {{"width", done->screen.width}, {"height", done->screen.height}}}};
+}
+
+Result<nlohmann::json> LocalBackend::DesktopControl(std::string_view ws,
+                                                    std::optional<std::chrono::seconds> wait_release,
+                                                    Deadline deadline) {
+  if (desktop_ == nullptr) return Fail(ErrorCode::kFailedPrecondition, "this berthd serves no desktop");
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  auto& control = desktop_->control();
+  if (wait_release && control.Get(found->id).holder == desktop::Holder::kHuman) {
+    auto timeout = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(*wait_release), Remaining(deadline));
+    auto state = Sync(WaitForDesktopRelease(service_, control, found->tenant_id, found->id, timeout));
+    if (!state) return Fail(state.error());
+    return state->ToJson();
+  }
+  return control.Get(found->id).ToJson();
 }
 
 Result<nlohmann::json> LocalBackend::GetNetwork(std::string_view ws, Deadline) {

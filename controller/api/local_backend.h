@@ -19,8 +19,10 @@
 #include <mutex>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "controller/api/auth.h"
+#include "controller/desktop/desktop_service.h"
 #include "controller/preview/preview_service.h"
 #include "controller/workspace/service.h"
 #include "mcp/agent_backend.h"
@@ -58,8 +60,11 @@ class LocalBackend : public mcp::AgentBackend {
  public:
   // `io`: where the service's asynchronous calls resume (berthd's I/O context). `previews`:
   // berthd's preview grants and links. All must outlive the backend.
+  // `desktop` and `pool` (berthd's desktop and its API pool): the desktop tools; without
+  // them those calls are failed_precondition.
   LocalBackend(workspace::WorkspaceService& service, preview::PreviewService& previews,
-               boost::asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls);
+               boost::asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls,
+               desktop::DesktopService* desktop = nullptr, boost::asio::thread_pool* pool = nullptr);
 
   Result<v1::Me> WhoAmI(Deadline deadline) override;
   Result<v1::Workspace> CreateWorkspace(const v1::CreateWorkspace& request, Deadline deadline) override;
@@ -74,6 +79,13 @@ class LocalBackend : public mcp::AgentBackend {
   // Through the daemon's PreviewService, as POST …/previews does (write scope).
   Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                     Deadline deadline) override;
+  // Through controller/desktop/agent_hands.h, as the desktop routes do.
+  Result<client::DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
+                                                Deadline deadline) override;
+  Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
+                                        Deadline deadline) override;
+  Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
+                                        Deadline deadline) override;
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;
@@ -83,6 +95,8 @@ class LocalBackend : public mcp::AgentBackend {
 
  private:
   Status Require(Scope needed) const;
+  // The workspace, for a desktop call needing `needed`, woken.
+  Result<workspace::Workspace> AwakeForDesktop(std::string_view ws, Scope needed, Deadline deadline);
   // Runs one of the service's asynchronous calls to its end from this (blocking) thread.
   template <class T>
   T Sync(workspace::Task<T> task);
@@ -93,6 +107,8 @@ class LocalBackend : public mcp::AgentBackend {
   boost::asio::io_context& io_;
   Principal principal_;
   std::shared_ptr<McpCalls> calls_;
+  desktop::DesktopService* desktop_ = nullptr;
+  boost::asio::thread_pool* pool_ = nullptr;
 };
 
 }  // namespace berth::api

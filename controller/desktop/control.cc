@@ -207,4 +207,16 @@ Status DesktopControl::CheckAgentInput(const std::string& workspace_id) const {
                     DumpJson(s.ToJson())));
 }
 
+Status DesktopControl::CheckAgentScreen(const std::string& workspace_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end() || it->second.state.holder != Holder::kHuman || !it->second.state.is_private) return {};
+  const ControlState& s = it->second.state;
+  return Fail(Error(ErrorCode::kLocked,
+                    fmt::format("a person ({}) has held the desktop privately since {}: the screen is theirs "
+                                "alone until they hand back (GET …/desktop/control?wait=release)",
+                                s.by, v1::FormatTime(s.since)),
+                    DumpJson(s.ToJson())));
+}
+
 }  // namespace berth::desktop

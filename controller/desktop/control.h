@@ -96,6 +96,9 @@ class DesktopControl {
   std::vector<ControlEvent> ReleaseAll(const std::string& cause);
   // ok while the agent holds control; `locked` (423) with who holds it otherwise.
   Status CheckAgentInput(const std::string& workspace_id) const;
+  // Whether the agent may read the screen (screenshots): locked only during a private
+  // takeover (a person typing a password), with the same details.
+  Status CheckAgentScreen(const std::string& workspace_id) const;
 
  private:
   struct Burst {

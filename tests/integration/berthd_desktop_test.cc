@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <future>
 #include <map>
 #include <mutex>
@@ -13,7 +14,9 @@
 #include <fmt/format.h>
 
 #include "common/unix_time.h"
+#include "common/protocol/exec.h"
 #include "tests/integration/desktop_support.h"
+#include "tests/support/mcp_exchange.h"
 #include "tests/support/test_berthd.h"
 #include "tests/support/wait.h"
 
@@ -331,6 +334,181 @@ TEST_CASE("desktop: the agent waits for a release without polling; a lease runs 
     if (e["type"] == "desktop_control_released") expired = e["data"]["cause"] == "lease_expired";
   }
   CHECK(expired);
+}
+
+// --- the agent's eyes and hands --------------------------------------------------------------------
+
+// A PNG's size, from its IHDR chunk.
+std::pair<int, int> PngSize(const std::string& png) {
+  REQUIRE(png.size() > 24);
+  REQUIRE(png.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
+  auto be32 = [&](size_t at) {
+    return (static_cast<uint8_t>(png[at]) << 24) | (static_cast<uint8_t>(png[at + 1]) << 16) |
+           (static_cast<uint8_t>(png[at + 2]) << 8) | static_cast<uint8_t>(png[at + 3]);
+  };
+  return {be32(16), be32(20)};
+}
+
+TEST_CASE("desktop: a screenshot is QEMU's screen as a PNG of the size it states, scaled or as JPEG on "
+          "request; a private takeover refuses it",
+          "[desktop]") {
+  std::string ws = Workspace("eyes", Qemu().socket());
+  auto api = Berthd().Admin();
+  auto shot = api.Request(verb::get, "/v1/workspaces/" + ws + "/desktop/screenshot");
+  REQUIRE(shot);
+  INFO(shot->body.substr(0, 300));
+  REQUIRE(shot->status == 200);
+  CHECK(shot->Header("Content-Type") == "image/png");
+  int width = std::stoi(std::string(shot->Header("X-Screen-Width")));
+  int height = std::stoi(std::string(shot->Header("X-Screen-Height")));
+  CHECK(width >= 320);
+  CHECK(height >= 200);
+  CHECK(PngSize(shot->body) == std::pair{width, height});
+  CHECK(shot->Header("X-Image-Width") == std::to_string(width));
+
+  auto half = api.Request(verb::get, "/v1/workspaces/" + ws + "/desktop/screenshot?scale=0.5");
+  REQUIRE(half);
+  REQUIRE(half->status == 200);
+  auto [hw, hh] = PngSize(half->body);
+  CHECK(hw == static_cast<int>(std::lround(width * 0.5)));
+  CHECK(hh == static_cast<int>(std::lround(height * 0.5)));
+  CHECK(half->Header("X-Image-Width") == std::to_string(hw));
+  CHECK(half->Header("X-Screen-Width") == std::to_string(width));
+
+  auto jpeg = api.Request(verb::get, "/v1/workspaces/" + ws + "/desktop/screenshot?format=jpeg&quality=50");
+  REQUIRE(jpeg);
+  REQUIRE(jpeg->status == 200);
+  CHECK(jpeg->Header("Content-Type") == "image/jpeg");
+  CHECK(jpeg->body.substr(0, 3) == std::string("\xff\xd8\xff", 3));
+  for (const char* bad : {"?scale=0", "?scale=2", "?scale=x", "?format=gif", "?quality=0"}) {
+    auto r = api.Request(verb::get, "/v1/workspaces/" + ws + "/desktop/screenshot" + bad);
+    REQUIRE(r);
+    INFO(bad);
+    CHECK(r->status == 400);
+  }
+
+  // A person's takeover leaves the agent its eyes, a private one does not.
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json::object());
+  auto watched = api.Request(verb::get, "/v1/workspaces/" + ws + "/desktop/screenshot");
+  REQUIRE(watched);
+  CHECK(watched->status == 200);
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json::object());
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json{{"private", true}});
+  auto hidden = api.Request(verb::get, "/v1/workspaces/" + ws + "/desktop/screenshot");
+  REQUIRE(hidden);
+  CHECK(hidden->status == 423);
+  CHECK(hidden->body.find("privately") != std::string::npos);
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json::object());
+  // A screen that is not there is a clear 503, not a hang.
+  std::string blind = Workspace("blind", "/nonexistent/vnc.sock");
+  auto none = api.Request(verb::get, "/v1/workspaces/" + blind + "/desktop/screenshot");
+  REQUIRE(none);
+  CHECK(none->status == 503);
+}
+
+TEST_CASE("desktop: the agent's actions reach the screen as RFB input byte for byte; a person's takeover "
+          "refuses them with 423 and the server sees nothing",
+          "[desktop]") {
+  testing::RecordingRfbServer fake;
+  std::string ws = Workspace("hands", fake.socket());
+  auto api = Berthd().Admin();
+  auto act = [&](const json& body) {
+    auto r = api.Request(verb::post, "/v1/workspaces/" + ws + "/desktop/actions", body.dump(), "application/json");
+    REQUIRE(r);
+    return *r;
+  };
+  json batch = {{"actions",
+                 {{{"type", "click"}, {"x", 3}, {"y", 4}},
+                  {{"type", "type"}, {"text", "A!"}},
+                  {{"type", "key"}, {"keys", "ctrl+c"}}}}};
+  auto done = act(batch);
+  INFO(done.body);
+  REQUIRE(done.status == 200);
+  auto answer = json::parse(done.body);
+  CHECK(answer["done"] == 3);
+  CHECK(answer["screen"] == json{{"width", 16}, {"height", 16}});  // the fake's ServerInit
+  const uint32_t shift = 0xffe1, ctrl = 0xffe3;
+  std::string want = testing::PointerEvent(0, 3, 4) + testing::PointerEvent(1, 3, 4) + testing::PointerEvent(0, 3, 4) +
+                     testing::KeyEvent(true, shift) + testing::KeyEvent(true, 'A') + testing::KeyEvent(false, 'A') +
+                     testing::KeyEvent(false, shift) + testing::KeyEvent(true, shift) + testing::KeyEvent(true, '!') +
+                     testing::KeyEvent(false, '!') + testing::KeyEvent(false, shift) + testing::KeyEvent(true, ctrl) +
+                     testing::KeyEvent(true, 'c') + testing::KeyEvent(false, 'c') + testing::KeyEvent(false, ctrl);
+  REQUIRE(fake.connections() == 1);
+  REQUIRE(testing::WaitFor([&] { return fake.received(0).size() >= want.size(); }));
+  CHECK(fake.received(0) == want);
+  CHECK(fake.client_init(0) == 1);  // shared: the person's viewers stay
+
+  // Off the screen: refused before anything is sent.
+  auto off = act(json{{"type", "click"}, {"x", 16}, {"y", 0}});
+  CHECK(off.status == 400);
+  CHECK(off.body.find("off the 16x16 screen") != std::string::npos);
+
+  // A person holds the desktop: 423 with who and since when, and nothing reaches the server.
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json{{"reason", "login"}});
+  size_t before = fake.connections();
+  auto locked = act(json{{"type", "click"}, {"x", 1}, {"y", 1}});
+  CHECK(locked.status == 423);
+  auto error = json::parse(locked.body)["error"];
+  CHECK(error["code"] == "locked");
+  CHECK(error["details"]["holder"] == "human");
+  CHECK(fake.connections() == before);
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json{{"note", "logged in"}});
+  auto again = act(json{{"type", "key"}, {"keys", "Return"}});
+  CHECK(again.status == 200);
+  // The agent's input is on the timeline like a person's, counted per burst.
+  REQUIRE(testing::WaitFor(
+      [&] {
+        auto events = Call(verb::get, "/v1/workspaces/" + ws + "/events?limit=1000");
+        for (const auto& e : events["events"]) {
+          if (e["type"] == "desktop_input" && e["data"]["actor"] == "agent") return true;
+        }
+        return false;
+      },
+      20s));
+}
+
+TEST_CASE("desktop: berthd's /mcp desktop tools see the screen as an image block, act, and say who holds it",
+          "[desktop][mcp]") {
+  testing::RecordingRfbServer fake;
+  std::string hands = Workspace("mcp-hands", fake.socket());
+  std::string eyes = Workspace("mcp-eyes", Qemu().socket());
+  auto api = Berthd().Admin();
+  std::string session = testing::McpSession(api);
+  json shot = testing::McpToolCall(api, session, "desktop_screenshot", {{"workspace", eyes}, {"scale", 0.5}});
+  INFO(shot.dump().substr(0, 400));
+  REQUIRE_FALSE(shot.value("isError", false));
+  REQUIRE(shot["content"].size() == 2);
+  REQUIRE(shot["content"][1]["type"] == "image");
+  auto png = protocol::Base64Decode(shot["content"][1]["data"].get<std::string>());
+  REQUIRE(png);
+  auto [w, h] = PngSize(*png);
+  CHECK(shot["structuredContent"]["image"] == json{{"width", w}, {"height", h}});
+  CHECK(w == static_cast<int>(std::lround(shot["structuredContent"]["screen"]["width"].get<int>() * 0.5)));
+
+  json act = testing::McpToolCall(api, session, "desktop_act",
+                                  {{"workspace", hands}, {"actions", {{{"type", "key"}, {"keys", "Return"}}}}});
+  INFO(act.dump());
+  REQUIRE_FALSE(act.value("isError", false));
+  std::string want = testing::KeyEvent(true, 0xff0d) + testing::KeyEvent(false, 0xff0d);
+  REQUIRE(testing::WaitFor([&] { return fake.received(fake.connections() - 1).size() >= want.size(); }));
+  CHECK(fake.received(fake.connections() - 1) == want);
+
+  Call(verb::post, "/v1/workspaces/" + hands + "/desktop/control/takeover", json{{"reason", "captcha"}});
+  json refused = testing::McpToolCall(api, session, "desktop_act",
+                                      {{"workspace", hands}, {"actions", {{{"type", "key"}, {"keys", "a"}}}}});
+  CHECK(refused.value("isError", false));
+  json held = testing::McpToolCall(api, session, "desktop_control", {{"workspace", hands}});
+  CHECK(held["content"][0]["text"].get<std::string>().find("captcha") != std::string::npos);
+  auto waiter = std::async(std::launch::async, [&] {
+    auto api2 = Berthd().Admin();
+    std::string s2 = testing::McpSession(api2);
+    return testing::McpToolCall(api2, s2, "desktop_control",
+                                {{"workspace", hands}, {"wait_for_release", true}, {"timeout_s", 30}});
+  });
+  CHECK(waiter.wait_for(500ms) == std::future_status::timeout);
+  Call(verb::post, "/v1/workspaces/" + hands + "/desktop/control/release", json{{"note", "done"}});
+  REQUIRE(waiter.wait_for(20s) == std::future_status::ready);
+  CHECK(waiter.get()["structuredContent"]["holder"] == "agent");
 }
 
 }  // namespace berth

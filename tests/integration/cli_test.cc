@@ -683,3 +683,30 @@ TEST_CASE("berth preview prints the link alone; previews lists and revokes; port
 
   CHECK(cli({"rm", "--yes", "cli-pv", "--wait"}).code == 0);
 }
+
+TEST_CASE("berth desktop: control says who holds it, a screen that is not there is exit 5 with a "
+          "reason, bad actions are refused before any request",
+          "[cli][berthd]") {
+  std::string bin = BerthdPath();
+  if (bin.empty()) {
+    BERTH_SKIP("berthd is not built");
+  }
+  Berthd berthd(bin);
+  Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
+  REQUIRE(cli({"create", "cli-desk", "--wait"}).code == 0);
+  auto r = cli({"desktop", "control", "cli-desk"});
+  INFO(r);
+  CHECK(r.code == 0);
+  CHECK(r.out == "holder: agent\n");
+  r = cli({"desktop", "control", "cli-desk", "--json"});
+  CHECK(Json(r)["holder"] == "agent");
+  // --transport unix runs no QEMU: no screen, said plainly.
+  r = cli({"desktop", "screenshot", "cli-desk", "-o", (berthd.dir().path() / "s.png").string()});
+  CHECK(r.code == 5);
+  CHECK(r.err.find("screen is not available") != std::string::npos);
+  CHECK_FALSE(fs::exists(berthd.dir().path() / "s.png"));
+  r = cli({"desktop", "act", "cli-desk", "[{\"type\": "});
+  CHECK(r.code == 2);
+  CHECK(cli({"desktop", "screenshot", "cli-desk", "--scale", "3"}).code == 2);
+  CHECK(cli({"desktop", "nosuch", "cli-desk"}).code == 2);
+}

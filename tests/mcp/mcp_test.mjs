@@ -52,7 +52,8 @@ const EXPECTED_TOOLS = [
   'workspace_create', 'workspace_list', 'workspace_get', 'workspace_start', 'workspace_stop',
   'workspace_hibernate', 'workspace_delete', 'workspace_use', 'exec', 'process_list',
   'process_output', 'process_kill', 'file_read', 'file_write', 'file_edit', 'file_list',
-  'file_delete', 'ports_list', 'preview_url', 'network_policy',
+  'file_delete', 'ports_list', 'preview_url', 'network_policy', 'desktop_screenshot', 'desktop_act',
+  'desktop_control',
 ];
 
 // ---- small helpers -------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // reach the model. No I/O.
 #include <catch2/catch.hpp>
 
+#include "common/protocol/exec.h"
 #include "mcp/fake_backend.h"
 #include "mcp/session.h"
 #include "mcp/tool.h"
@@ -385,4 +386,41 @@ TEST_CASE("ports_list shows each port's preview URL when berthd gives one", "[mc
   CHECK(Text(result).find("0.0.0.0:22\n") != std::string::npos);
   CHECK(Text(result).find("preview_url") != std::string::npos);
   CHECK(result["structuredContent"]["ports"][0]["preview_url"] == with.preview_url);
+}
+
+TEST_CASE("desktop_screenshot answers an image block and how its points map to the screen; desktop_act "
+          "sends the actions as given and a person's hold reaches the model as an error",
+          "[mcp][tools]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("desk", v1::State::kRunning);
+  json shot = f.Call("desktop_screenshot", {{"workspace", "desk"}, {"scale", 0.5}});
+  REQUIRE_FALSE(IsError(shot));
+  REQUIRE(shot["content"].size() == 2);
+  CHECK(shot["content"][0]["type"] == "text");
+  std::string said = shot["content"][0]["text"];
+  INFO(said);
+  CHECK(said.find("1280x800") != std::string::npos);
+  CHECK(said.find("(x * 2, y * 2)") != std::string::npos);
+  CHECK(shot["content"][1]["type"] == "image");
+  CHECK(shot["content"][1]["mimeType"] == "image/png");
+  CHECK(protocol::Base64Decode(shot["content"][1]["data"].get<std::string>()).value() == "PNG 640x400");
+  CHECK(shot["structuredContent"]["image"] == json{{"width", 640}, {"height", 400}});
+  CHECK(IsError(f.Call("desktop_screenshot", {{"workspace", "desk"}, {"scale", 2}})));
+
+  json actions = json::array({{{"type", "click"}, {"x", 1}, {"y", 2}}, {{"type", "type"}, {"text", "hi"}}});
+  json act = f.Call("desktop_act", {{"workspace", "desk"}, {"actions", actions}});
+  INFO(Text(act));
+  REQUIRE_FALSE(IsError(act));
+  CHECK(Text(act).find("2 action(s)") != std::string::npos);
+  CHECK(f.backend().LastActionsForTest() == json{{"actions", actions}});
+  f.backend().FailNextForTest("DesktopActions",
+                              Error(ErrorCode::kLocked, "a person (key_x) has held the desktop since 12:00"));
+  json locked = f.Call("desktop_act", {{"workspace", "desk"}, {"actions", actions}});
+  CHECK(IsError(locked));
+  CHECK(Text(locked).find("key_x") != std::string::npos);
+  CHECK(IsError(f.Call("desktop_act", {{"workspace", "desk"}})));  // actions are required
+
+  json control = f.Call("desktop_control", {{"workspace", "desk"}});
+  REQUIRE_FALSE(IsError(control));
+  CHECK(Text(control).find("You (the agent) hold the desktop") != std::string::npos);
 }
