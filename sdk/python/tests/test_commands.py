@@ -100,3 +100,68 @@ def test_background_stdin(ws):
     h.send_stdin("line one\n")
     h.send_stdin(b"line two\n", close=True)
     assert h.wait(request_timeout=30).stdout == "line one\nline two\n"
+
+
+class _CountingRelay:
+    """A TCP relay to berthd that counts the connections made through it."""
+
+    def __init__(self, url):
+        import socket
+        import threading
+        host, port = url.rsplit("/", 1)[-1].rsplit(":", 1)
+        self.target = (host, int(port))
+        self.accepted = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        import threading
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            upstream = socket.create_connection(self.target)
+            for s in (client, upstream):  # the relay adds no delay of its own
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        import socket
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.server.close()
+
+
+def test_execs_in_a_row_share_one_connection_and_pay_no_nagle_delay(berthd, ws):
+    """commands.run reads the stream to its close after `end`, so the keep-alive connection
+    goes back to the pool (closing it early cost each exec a new connection), and the sync
+    client sets TCP_NODELAY (else each request's body waited 40 ms for a delayed ACK)."""
+    relay = _CountingRelay(berthd.url)
+    try:
+        with Workspace.connect(ws.name, url=relay.url, api_key=berthd.key) as w:
+            times = []
+            for _ in range(12):
+                t0 = time.monotonic()
+                assert w.commands.run("true").exit_code == 0
+                times.append(time.monotonic() - t0)
+        assert relay.accepted == 1, f"{relay.accepted} connections for 13 calls"
+        times.sort()
+        assert times[len(times) // 2] < 0.035, f"median exec {times[len(times) // 2]:.3f} s"
+    finally:
+        relay.close()
