@@ -14,6 +14,7 @@
 
 #include "guest-agent/agent.h"
 #include "guest-agent/keepawake.h"
+#include "guest-agent/process_spawn.h"
 #include "guest-agent/token.h"
 
 namespace {
@@ -66,6 +67,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (*keepawake_cmd) return berth::agent::RunKeepAwake(keepawake);
+
+  // Many tunnels at once need many descriptors; what the agent starts keeps the usual limit.
+  if (auto files = berth::agent::RaiseOwnFileLimit(); files) {
+    spdlog::debug("file limit {}", *files);
+  } else {
+    spdlog::warn("file limit: {}", files.error().message);
+  }
 
   if (listen.empty()) listen.push_back("vsock:1024");
   for (const auto& text : listen) {

@@ -5,6 +5,7 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,6 +27,10 @@ namespace {
 // PATH for every process started through the API: the Debian default for a login shell with
 // the sbin directories, so root and `agent` (passwordless sudo) find the same tools.
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// The file limit children get (RaiseOwnFileLimit): set once at start-up, read in the child.
+bool g_child_nofile_set = false;
+struct rlimit g_child_nofile {};
 
 // --- async-signal-safe helpers for the child between fork and exec ---------------------------
 
@@ -152,6 +157,18 @@ Result<SpawnSpec> PrepareSpawn(const std::string& default_user,
   return spec;
 }
 
+Result<uint64_t> RaiseOwnFileLimit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return Fail(ErrnoError(errno, "getrlimit"));
+  g_child_nofile = limit;
+  g_child_nofile_set = true;
+  if (limit.rlim_cur == limit.rlim_max) return static_cast<uint64_t>(limit.rlim_cur);
+  struct rlimit raised = limit;
+  raised.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &raised) != 0) return Fail(ErrnoError(errno, "setrlimit"));
+  return static_cast<uint64_t>(raised.rlim_cur);
+}
+
 Result<SpawnedProcess> Spawn(const SpawnSpec& spec) {
   if (spec.argv.empty()) return Fail(ErrorCode::kInvalidArgument, "empty argv");
   // Everything the child needs is built before the fork: after it, only async-signal-safe
@@ -232,6 +249,7 @@ Result<SpawnedProcess> Spawn(const SpawnSpec& spec) {
       }
     }
     CloseInheritedDescriptors();
+    if (g_child_nofile_set) setrlimit(RLIMIT_NOFILE, &g_child_nofile);
     if (spec.switch_user) {
       if (syscall(SYS_setgroups, spec.user.groups.size(), spec.user.groups.data()) != 0) {
         ChildFail("setgroups", nullptr, errno, 126);

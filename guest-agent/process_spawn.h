@@ -38,6 +38,12 @@ struct SpawnedProcess {
   UniqueFd pty_master;  // with a PTY: read for output, write for input
 };
 
+// The agent's own file limit raised to its hard limit (each tunnel holds two sockets and its
+// splice pipes, so a stock soft limit of 1024 runs out at about 150 open tunnels), while the
+// processes it starts keep the soft limit it was started with (programs that select() expect
+// 1024). Call once at start-up, before any Spawn. The new soft limit, or an error.
+Result<uint64_t> RaiseOwnFileLimit();
+
 // Forks and execs. Failures before the fork are errors; a failing exec (missing binary,
 // permission) is reported like a shell does: a message on the child's stderr and exit status
 // 127 (not found) or 126 (other), so that every exec mode shows it the same way.

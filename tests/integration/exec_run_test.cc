@@ -2,17 +2,21 @@
 // environment, cwd, stdin, exit codes and signals, output caps, missing binaries, users,
 // timeouts that kill the whole process group, and streaming order.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "tests/support/wait.h"
 #include "common/client/exec.h"
+#include "guest-agent/process_spawn.h"
 #include "tests/support/test_agent.h"
 #include "tests/support/skip.h"
 
@@ -294,4 +298,35 @@ TEST_CASE("NDJSON carries bytes that are not UTF-8 as base64, and split characte
   REQUIRE(raw);
   CHECK(raw->body.find("\"data\":\"\xc3\xa9\\n\"") != std::string::npos);
   CHECK(raw->body.find("\"data_b64\":\"//4=\"") != std::string::npos);
+}
+
+TEST_CASE("the agent raises its own file limit to the hard one; what it starts keeps the soft one",
+          "[exec]") {
+  struct rlimit original {};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &original) == 0);
+  // Started as systemd starts it: a soft limit below the hard one. berth-agent's main() raises
+  // it first thing (the agent is in-process here, so the test does what main() does).
+  struct rlimit started = original;
+  started.rlim_cur = std::min<rlim_t>(512, original.rlim_max);
+  REQUIRE(started.rlim_cur < started.rlim_max);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &started) == 0);
+  struct Restore {
+    struct rlimit limit;
+    ~Restore() {
+      setrlimit(RLIMIT_NOFILE, &limit);
+      (void)agent::RaiseOwnFileLimit();  // children get the process's limits again
+    }
+  } restore{original};
+  auto raised = agent::RaiseOwnFileLimit();
+  REQUIRE(raised);
+  CHECK(*raised == started.rlim_max);
+  struct rlimit now {};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
+  CHECK(now.rlim_cur == started.rlim_max);
+
+  testing::TestAgent agent;
+  auto client = agent.Client();
+  auto r = client::Exec(client, "/v1", Cmd("ulimit -Sn; ulimit -Hn"));
+  REQUIRE(r);
+  CHECK(r->stdout_data == fmt::format("{}\n{}\n", started.rlim_cur, started.rlim_max));
 }
