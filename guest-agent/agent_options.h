@@ -22,7 +22,15 @@ struct AgentOptions {
   std::string local_socket = "/run/berth/agent.sock";
   // Directory that holds the workspace's data disk; reported by /v1/info.
   std::string workspace_dir = "/workspace";
-  http::ServerOptions server;
+  // Its connections: every exec stream, session and tunnel (each preview WebSocket is one) holds
+  // one. berthd, its only client, caps each client address (512) and key itself; this cap is
+  // for all of them together, so that a thousand preview WebSockets of several clients fit
+  // (bench/run-preview-bench). The file limit is no bound here: RaiseOwnFileLimit.
+  http::ServerOptions server = [] {
+    http::ServerOptions o;
+    o.max_connections = 4096;
+    return o;
+  }();
   // Threads for blocking file-system work (fsync, tar, directory walks).
   int blocking_threads = 4;
 };
