@@ -229,7 +229,6 @@ Result<client::DesktopShot> LocalBackend::DesktopScreenshot(std::string_view ws,
                                                             double scale, Deadline deadline) {
   auto parsed = desktop::ParseImageFormat(format);
   if (!parsed) return Fail(parsed.error());
-  if (!(scale >= 0.05 && scale <= 1.0)) return Fail(ErrorCode::kInvalidArgument, "'scale' is a number from 0.05 to 1");
   auto found = AwakeForDesktop(ws, Scope::kRead, deadline);
   if (!found) return Fail(found.error());
   desktop::ScreenshotRequest request{*parsed, scale, 80};

@@ -7,6 +7,7 @@
 #include "common/client/ports.h"
 #include "common/v1/preview.h"
 #include "controller/api/api_server.h"
+#include "controller/preview/preview_host.h"
 #include "controller/preview/preview_request.h"
 
 namespace berth::api {
@@ -95,14 +96,8 @@ http::Task<void> OpenForSession(ApiContext& ctx, http::Exchange& ex) {
                            "(POST /v1/workspaces/{ws}/previews) or send the key to the preview host"});
     co_return;
   }
-  std::string_view raw(ex.param("port"));
-  int port = 0;
-  bool ok = !raw.empty() && raw.size() <= 5 && raw.front() != '0';
-  for (char c : raw) {
-    ok = ok && c >= '0' && c <= '9';
-    if (ok) port = port * 10 + (c - '0');
-  }
-  if (!ok || port < 1 || port > 65535) {
+  auto port = preview::ParseStrictPort(ex.param("port"));
+  if (!port) {
     co_await ex.SendError({ErrorCode::kInvalidArgument, "the port is a number from 1 to 65535"});
     co_return;
   }
@@ -111,10 +106,9 @@ http::Task<void> OpenForSession(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(ws.error());
     co_return;
   }
-  std::string pass = Sessions::PreviewPass(*cookie, session_id, ws->id, port);
-  std::string url = fmt::format("{}?{}={}", ctx.previews.UrlOf(static_cast<uint16_t>(port), *ws),
-                                preview::kTokenParam, pass);
-  nlohmann::json body = {{"url", url}, {"port", port}, {"workspace", ws->id}};
+  std::string pass = Sessions::PreviewPass(*cookie, session_id, ws->id, *port);
+  std::string url = fmt::format("{}?{}={}", ctx.previews.UrlOf(*port, *ws), preview::kTokenParam, pass);
+  nlohmann::json body = {{"url", url}, {"port", *port}, {"workspace", ws->id}};
   co_await ex.SendJson(status::ok, body);
 }
 

@@ -11,6 +11,7 @@
 
 #include "common/random.h"
 #include "common/unix_time.h"
+#include "controller/preview/preview_host.h"
 
 namespace berth::api {
 namespace {
@@ -204,13 +205,9 @@ Result<PassHolder> Sessions::CheckPreviewPass(std::string_view pass) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return Fail(invalid());
     }
   }
-  int port = 0;
-  if (parts[2].size() > 5 || parts[2].front() == '0') return Fail(invalid());
-  for (char c : parts[2]) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return Fail(invalid());
-    port = port * 10 + (c - '0');
-  }
-  if (port < 1 || port > 65535) return Fail(invalid());
+  auto parsed_port = preview::ParseStrictPort(parts[2]);
+  if (!parsed_port) return Fail(invalid());
+  int port = *parsed_port;
 
   int64_t now = clock_();
   auto steady = std::chrono::steady_clock::now();

@@ -17,7 +17,7 @@ Result<double> ParseScale(const std::optional<std::string>& raw) {
   if (!raw) return 1.0;
   char* end = nullptr;
   double v = std::strtod(raw->c_str(), &end);
-  if (raw->empty() || end != raw->c_str() + raw->size() || !(v >= 0.05 && v <= 1.0)) {
+  if (raw->empty() || end != raw->c_str() + raw->size() || !(v >= kMinScale && v <= 1.0)) {
     return Fail(ErrorCode::kInvalidArgument, "'scale' is a number from 0.05 to 1");
   }
   return v;
@@ -25,6 +25,9 @@ Result<double> ParseScale(const std::optional<std::string>& raw) {
 
 Result<Screenshot> TakeScreenshot(DesktopService& desk, const std::string& workspace_id,
                                   const ScreenshotRequest& request, Deadline deadline) {
+  if (!(request.scale >= kMinScale && request.scale <= 1.0)) {
+    return Fail(ErrorCode::kInvalidArgument, "'scale' is a number from 0.05 to 1");
+  }
   if (auto allowed = desk.control().CheckAgentScreen(workspace_id); !allowed) return Fail(allowed.error());
   auto client = RfbClient::Connect(desk.VncSocket(workspace_id), deadline);
   if (!client) return Fail(client.error());

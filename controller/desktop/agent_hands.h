@@ -25,9 +25,12 @@ namespace berth::desktop {
 inline constexpr std::chrono::seconds kScreenshotDeadline{30};
 inline constexpr std::chrono::seconds kActionsDeadline{60};
 
+// The smallest scale a screenshot takes (a 1280x800 screen: 64x40).
+inline constexpr double kMinScale = 0.05;
+
 struct ScreenshotRequest {
   ImageFormat format = ImageFormat::kPng;
-  double scale = 1.0;  // 0.05-1
+  double scale = 1.0;  // kMinScale-1
   int quality = 80;    // JPEG
 };
 
@@ -41,7 +44,8 @@ struct Screenshot {
 // "0.5": a scale from 0.05 to 1 (nullopt: 1); invalid_argument otherwise.
 Result<double> ParseScale(const std::optional<std::string>& raw);
 
-// The screen now; locked (423) during a private takeover. Blocking: call it off I/O threads.
+// The screen now; invalid_argument for a scale out of range, locked (423) during a private
+// takeover. Blocking: call it off I/O threads.
 Result<Screenshot> TakeScreenshot(DesktopService& desk, const std::string& workspace_id,
                                   const ScreenshotRequest& request, Deadline deadline);
 

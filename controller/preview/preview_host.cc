@@ -79,15 +79,24 @@ Result<std::optional<PreviewAddress>> ParsePreviewHost(std::string_view host, st
     if (!IsDigit(c)) return Fail(Bad("a preview host's port is decimal digits, no sign or space"));
   }
   if (digits.front() == '0') return Fail(Bad("a preview host's port has no leading zero"));
-  if (digits.size() > 5) return Fail(Bad("a preview host's port is 1 to 65535"));
-  uint32_t port = 0;
-  for (char c : digits) port = port * 10 + static_cast<uint32_t>(c - '0');
-  if (port < 1 || port > 65535) return Fail(Bad("a preview host's port is 1 to 65535"));
+  auto port = ParseStrictPort(digits);
+  if (!port) return Fail(Bad("a preview host's port is 1 to 65535"));
   auto ws = label.substr(dash + 1);
   if (!IsWorkspaceRef(ws)) {
     return Fail(Bad("a preview host names a workspace by its id or its name (letters, digits, '-')"));
   }
-  return std::optional<PreviewAddress>{PreviewAddress{static_cast<uint16_t>(port), std::string(ws)}};
+  return std::optional<PreviewAddress>{PreviewAddress{*port, std::string(ws)}};
+}
+
+std::optional<uint16_t> ParseStrictPort(std::string_view digits) {
+  if (digits.empty() || digits.size() > 5 || digits.front() == '0') return std::nullopt;
+  uint32_t port = 0;
+  for (char c : digits) {
+    if (!IsDigit(c)) return std::nullopt;
+    port = port * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (port > 65535) return std::nullopt;
+  return static_cast<uint16_t>(port);
 }
 
 std::optional<std::string> PreviewLabel(uint16_t port, std::string_view workspace) {

@@ -33,6 +33,10 @@ struct PreviewAddress {
 // a leading or trailing dot (PreviewConfig checks it).
 Result<std::optional<PreviewAddress>> ParsePreviewHost(std::string_view host, std::string_view domain);
 
+// A port written strictly: decimal 1-65535, no sign, space or leading zero (the Host's
+// `{port}`, a pass's, the API's `{port}` in a path); nullopt otherwise.
+std::optional<uint16_t> ParseStrictPort(std::string_view digits);
+
 // The label `{port}-{ws}` for a workspace reference (id or name), or nullopt when it would not
 // fit in one DNS label.
 std::optional<std::string> PreviewLabel(uint16_t port, std::string_view workspace);

@@ -34,6 +34,16 @@ TEST_CASE("preview host: {port}-{workspace} under the domain names that port and
   CHECK((*e)->port == 65535);
 }
 
+TEST_CASE("preview host: a strict port is 1-65535 in plain decimal, nothing else", "[preview]") {
+  CHECK(ParseStrictPort("1") == 1);
+  CHECK(ParseStrictPort("65535") == 65535);
+  CHECK(ParseStrictPort("8080") == 8080);
+  for (std::string_view bad : {"", "0", "080", "65536", "99999", "123456", "+80", "-1", " 80", "80 ", "8o"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseStrictPort(bad));
+  }
+}
+
 TEST_CASE("preview host: a host outside the domain is the API's, not a preview", "[preview]") {
   for (std::string_view host : {"127.0.0.1:8420", "localhost:8420", "", "[::1]:8420", "berth.example.com",
                                 "preview.localhost.evil.com", "xpreview.localhost", "5173-a.preview.localhostx"}) {
