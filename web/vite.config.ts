@@ -1,10 +1,14 @@
-// The build berthd serves from its web_root: index.html (no-cache) and hashed files under
+// The build berthd serves from its web_root: index.html and desktop.html (a shared desktop
+// link's page, no session) (no-cache) and hashed files under
 // /assets/ (cached for a year). No inline script anywhere: berthd's CSP allows only 'self'.
 // Each asset also gets a gzip twin (NAME.gz) for a server that sends precompressed files.
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { gzipSync, constants } from 'node:zlib';
 import { defineConfig, type Plugin } from 'vite';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
 
 function gzipTwins(outDir: string): Plugin {
   return {
@@ -34,6 +38,9 @@ export default defineConfig({
     assetsInlineLimit: 0,
     modulePreload: { polyfill: false },
     sourcemap: false,
+    rollupOptions: {
+      input: { main: resolve(here, 'index.html'), desktop: resolve(here, 'desktop.html') },
+    },
   },
   server: {
     // `npm run dev`: the API of a berthd on its default address, same origin for the cookie.

@@ -27,7 +27,25 @@ function LazyTerminals(props: { ws: string; visible: boolean }) {
   return mod ? <mod.Terminals {...props} /> : <p aria-busy="true">Loading the terminal…</p>;
 }
 
-const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['timeline', 'Timeline'], ['previews', 'Previews'], ['network', 'Network']];
+// noVNC too: loaded with the first look at the desktop.
+type DesktopModule = typeof import('./desktop');
+let desktopModule: Promise<DesktopModule> | null = null;
+
+function LazyDesktop(props: { ws: string; state: string; visible: boolean; onStart: () => Promise<void> }) {
+  const [mod, setMod] = useState<DesktopModule | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    desktopModule ??= import('./desktop');
+    desktopModule.then(setMod).catch((e) => {
+      desktopModule = null;
+      setError(`The desktop viewer could not be loaded (${errorMessage(e)}); reload the page.`);
+    });
+  }, []);
+  if (error) return <ErrorNote message={error} />;
+  return mod ? <mod.DesktopTab {...props} /> : <p aria-busy="true">Loading the desktop viewer…</p>;
+}
+
+const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['desktop', 'Desktop'], ['timeline', 'Timeline'], ['previews', 'Previews'], ['network', 'Network']];
 
 export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; query: URLSearchParams }) {
   const { list, put } = useWorkspaces();
@@ -77,6 +95,11 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
       {!kTabs.some(([t]) => t === tab) && <p>There is no tab “{tab}”.</p>}
       {visited.has('terminal') && <div hidden={tab !== 'terminal'}><LazyTerminals ws={w.id} visible={tab === 'terminal'} /></div>}
       {visited.has('files') && <div hidden={tab !== 'files'}><Files ws={w.id} base={base} path={query.get('path') ?? '/workspace'} file={query.get('file')} /></div>}
+      {visited.has('desktop') && <div hidden={tab !== 'desktop'}>
+        <LazyDesktop ws={w.id} state={w.state} visible={tab === 'desktop'} onStart={async () => {
+          const answer = await call<Workspace>('POST', wsPath(w.id, '/start'));
+          if (answer?.id) put(answer);
+        }} /></div>}
       {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} query={query} base={base} /></div>}
       {visited.has('previews') && <div hidden={tab !== 'previews'}><Previews ws={w.id} /></div>}
       {visited.has('network') && <div hidden={tab !== 'network'}><Network ws={w.id} /></div>}
