@@ -15,8 +15,10 @@ from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError
                      ForbiddenError, InternalError, InvalidArgumentError, LockedError,
                      NotFoundError, QuotaExceededError, RateLimitError, StorageError,
                      TimeoutError, UnavailableError)
-from .types import (CommandResult, DesktopControl, DesktopTicket, DirTransfer, EntryInfo,
-                    NetworkStatus, Preview, ProcessInfo, WatchEvent, WorkspaceInfo)
+from .types import (Action, ActionsResult, Click, CommandResult, DesktopControl, DesktopTicket,
+                    DirTransfer, Drag, EntryInfo, HoldKey, Key, MouseDown, MouseUp, Move,
+                    NetworkStatus, Preview, ProcessInfo, Screenshot, Scroll, Size, TypeText, Wait,
+                    WatchEvent, WorkspaceInfo)
 from .workspace import (CommandHandle, Commands, Desktop, Files, Network, Previews, Pty, PtyHandle,
                         WatchHandle, Workspace)
 
@@ -27,7 +29,8 @@ __all__ = [
     "EntryInfo", "Preview", "ProcessInfo", "WorkspaceInfo", "Pty", "AsyncPty", "PtyHandle",
     "AsyncPtyHandle", "WatchHandle", "AsyncWatchHandle", "Network", "AsyncNetwork", "Desktop",
     "AsyncDesktop", "WatchEvent", "DirTransfer", "NetworkStatus", "DesktopControl",
-    "DesktopTicket", "BerthError", "AlreadyExistsError",
+    "DesktopTicket", "Screenshot", "Size", "ActionsResult", "Action", "Move", "Click",
+    "MouseDown", "MouseUp", "Drag", "Scroll", "TypeText", "Key", "HoldKey", "Wait", "BerthError", "AlreadyExistsError",
     "AuthError", "CommandExitError", "ConflictError", "ForbiddenError", "InternalError",
     "InvalidArgumentError", "LockedError", "NotFoundError", "QuotaExceededError",
     "RateLimitError", "StorageError", "TimeoutError", "UnavailableError",

@@ -1,13 +1,195 @@
-"""The desktop ops: who controls the desktop's input, and viewer tickets (docs/api.md,
-"Desktop"). Screenshots and input actions are not in berthd's API yet, so not here either."""
+"""The desktop ops (docs/api.md, "Desktop"): screenshots, computer-use actions, who controls
+the desktop's input, and viewer tickets. Actions are checked here as berthd's parser
+(controller/desktop/rfb_input.cc) checks them, with its limits, so that a batch berthd would
+refuse is refused before anything is sent; only the screen's bounds are left to berthd (it
+alone knows the screen's size)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, List, Optional, Sequence, Union
 
 from ._core import CoreBase, Deadline, Op, Request
-from .errors import InvalidArgumentError
-from .types import DesktopControl, DesktopTicket, Json
+from .errors import InternalError, InvalidArgumentError
+from .types import (Action, ActionsResult, DesktopControl, DesktopTicket, Json, Screenshot,
+                    Size)
+
+# berthd's limits (controller/desktop/rfb_input.h, agent_hands.h).
+MAX_ACTIONS = 200
+MAX_TYPED_TEXT = 10_000   # characters typed per batch
+MAX_PAUSE_MS = 10_000     # one wait or hold_key
+MAX_PAUSES_MS = 30_000    # all of a batch's
+MAX_DRAG_POINTS = 100
+MAX_NOTCHES = 50
+MAX_KEYS_LENGTH = 64
+MIN_SCALE = 0.05
+
+_MODIFIERS = {"ctrl": "ctrl", "control": "ctrl", "shift": "shift", "alt": "alt", "option": "alt",
+              "meta": "meta", "super": "meta", "win": "meta", "cmd": "meta", "command": "meta"}
+_NAMED_KEYS = {"enter", "return", "tab", "esc", "escape", "backspace", "delete", "del", "insert",
+               "home", "end", "pageup", "page_up", "pagedown", "page_down", "left", "up", "right",
+               "down", "arrowleft", "arrowup", "arrowright", "arrowdown", "space", "capslock",
+               "menu", "print", "printscreen"}
+_TYPES = ("move, click, mouse_down, mouse_up, drag, scroll, type, key, hold_key, wait")
+
+
+def _bad(index: int, what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"action {index}: {what}", code="invalid_argument")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _named_key(name: str) -> bool:
+    if len(name) == 1:
+        return 0x20 <= ord(name) <= 0x7E
+    lower = name.lower()
+    if lower in _NAMED_KEYS or lower in _MODIFIERS:
+        return True
+    return (2 <= len(lower) <= 3 and lower[0] == "f" and lower[1:].isdigit()
+            and lower[1:].isascii() and 1 <= int(lower[1:]) <= 12)
+
+
+def check_keys(keys: str) -> Optional[str]:
+    """Why berthd would refuse a key combination ("ctrl+shift+t"), or None."""
+    if not 1 <= len(keys.encode()) <= MAX_KEYS_LENGTH:
+        return f"'keys' is 1 to {MAX_KEYS_LENGTH} characters"
+    if keys == "+":
+        rest, last = "", "+"
+    elif len(keys) >= 2 and keys.endswith("++"):
+        rest, last = keys[:-2], "+"
+    else:
+        rest, _, last = keys.rpartition("+")
+    if rest:
+        for part in rest.split("+"):
+            if part.lower() not in _MODIFIERS:
+                return f"'{part.lower()}' in '{keys}' is not a modifier (ctrl, shift, alt, meta)"
+    if not _named_key(last):
+        return f"unknown key '{last}' in '{keys}'"
+    return None
+
+
+class _Checker:
+    """berthd's checks of a batch (rfb_input.cc, Compiler::Add), without the screen."""
+
+    def __init__(self) -> None:
+        self.has_position = False
+        self.typed = 0
+        self.paused = 0
+
+    def point(self, index: int, x: Any, y: Any) -> None:
+        if not _is_int(x) or not _is_int(y):
+            raise _bad(index, "x and y are whole pixels")
+        if x < 0 or y < 0 or x > 0xFFFF or y > 0xFFFF:
+            raise _bad(index, f"({x}, {y}) is off the screen")
+
+    def maybe_move(self, index: int, a: Json, required: bool = False) -> None:
+        if "x" not in a and "y" not in a and not required:
+            return
+        if "x" not in a or "y" not in a:
+            raise _bad(index, "needs both x and y")
+        self.point(index, a["x"], a["y"])
+        self.has_position = True
+
+    def need_position(self, index: int) -> None:
+        if not self.has_position:
+            raise _bad(index, "the pointer has no position yet: give x and y")
+
+    def pair(self, index: int, p: Any) -> None:
+        if not isinstance(p, (list, tuple)) or len(p) != 2:
+            raise _bad(index, "a point is [x, y]")
+        self.point(index, p[0], p[1])
+
+    def pause(self, index: int, a: Json) -> None:
+        ms: Any = a.get("ms")
+        if not _is_int(ms) or not 0 <= ms <= MAX_PAUSE_MS:
+            raise _bad(index, f"'ms' is 0 to {MAX_PAUSE_MS}")
+        self.paused += ms
+        if self.paused > MAX_PAUSES_MS:
+            raise _bad(index, f"a request pauses at most {MAX_PAUSES_MS} ms in all")
+
+    def add(self, index: int, a: Any) -> None:
+        if not isinstance(a, dict) or not isinstance(a.get("type"), str):
+            raise _bad(index, 'an action is an object with a "type"')
+        kind = a["type"]
+        if "button" in a and a["button"] not in ("left", "middle", "right"):
+            raise _bad(index, "'button' is left, middle or right")
+        if kind == "move":
+            self.maybe_move(index, a, required=True)
+        elif kind == "click":
+            if "count" in a and (not _is_int(a["count"]) or not 1 <= a["count"] <= 3):
+                raise _bad(index, "'count' is 1, 2 or 3")
+            self.maybe_move(index, a)
+            self.need_position(index)
+        elif kind in ("mouse_down", "mouse_up"):
+            self.maybe_move(index, a)
+            self.need_position(index)
+        elif kind == "drag":
+            if "path" in a:
+                path = a["path"]
+                if not isinstance(path, (list, tuple)) or not 2 <= len(path) <= MAX_DRAG_POINTS:
+                    raise _bad(index, f"'path' is 2 to {MAX_DRAG_POINTS} points [x, y]")
+                for p in path:
+                    self.pair(index, p)
+            else:
+                if "from" not in a or "to" not in a:
+                    raise _bad(index, "a drag needs 'path', or 'from' and 'to'")
+                self.pair(index, a["from"])
+                self.pair(index, a["to"])
+            self.has_position = True
+        elif kind == "scroll":
+            self.maybe_move(index, a)
+            self.need_position(index)
+            for axis in ("dy", "dx"):
+                if axis in a and (not _is_int(a[axis]) or abs(a[axis]) > MAX_NOTCHES):
+                    raise _bad(index, f"'{axis}' is a whole number of notches, -{MAX_NOTCHES} "
+                                      f"to {MAX_NOTCHES}")
+        elif kind == "type":
+            text = a.get("text")
+            if not isinstance(text, str):
+                raise _bad(index, "'text' is a string")
+            self.typed += len(text.encode())
+            if self.typed > MAX_TYPED_TEXT:
+                raise _bad(index, f"at most {MAX_TYPED_TEXT} characters are typed per request")
+            for i, c in enumerate(text):
+                if c not in "\n\t" and not 0x20 <= ord(c) <= 0x7E:
+                    raise _bad(index, f"character U+{ord(c):04X} (at {i}) is not on the guest's "
+                                      "keyboard map (en-us: printable ASCII, newline and tab); "
+                                      "put it on the clipboard instead")
+        elif kind in ("key", "hold_key"):
+            keys = a.get("keys")
+            if not isinstance(keys, str):
+                raise _bad(index, "'keys' is a string, e.g. \"ctrl+c\"")
+            why = check_keys(keys)
+            if why:
+                raise _bad(index, why)
+            if kind == "hold_key":
+                self.pause(index, a)
+        elif kind == "wait":
+            self.pause(index, a)
+        else:
+            raise _bad(index, f"unknown type '{kind}' ({_TYPES})")
+
+
+def actions_body(actions: Union[Action, Json, Sequence[Union[Action, Json]]]) -> Json:
+    """The request body for `actions` (typed actions or dicts in berthd's shape), checked as
+    berthd checks it: InvalidArgumentError, naming the action by its index, for anything it
+    would refuse (but a point off the screen, which it alone can tell)."""
+    items: List[Any]
+    if isinstance(actions, dict) and "type" not in actions and "actions" in actions:
+        actions = actions["actions"]  # berthd's own body shape
+    if isinstance(actions, (list, tuple)):
+        items = list(actions)
+    else:
+        items = [actions]
+    wire = [a.to_json() if hasattr(a, "to_json") else a for a in items]
+    if not 1 <= len(wire) <= MAX_ACTIONS:
+        raise InvalidArgumentError(f"'actions' is a list of 1 to {MAX_ACTIONS} actions "
+                                   f"(not {len(wire)})", code="invalid_argument")
+    checker = _Checker()
+    for i, a in enumerate(wire):
+        checker.add(i, a)
+    return {"actions": wire}
 
 
 class DesktopOps(CoreBase):
@@ -55,3 +237,47 @@ class DesktopOps(CoreBase):
                                          f"desktop ticket for {ws}", json={"mode": mode}),
                                  deadline)
         return DesktopTicket.from_json(j)
+
+    def desktop_screenshot(self, ws: str, format: str, scale: float, quality: Optional[int],
+                           deadline: Deadline) -> Op[Screenshot]:
+        """GET …/desktop/screenshot: the image with the screen's and the image's sizes (its
+        headers). LockedError during a private takeover."""
+        if format not in ("png", "jpeg"):
+            raise InvalidArgumentError(f"format is png or jpeg, not {format!r}",
+                                       code="invalid_argument")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
+                not MIN_SCALE <= scale <= 1.0:
+            raise InvalidArgumentError(f"scale is a number from {MIN_SCALE} to 1, not {scale!r}",
+                                       code="invalid_argument")
+        params = [("format", format)]
+        if scale != 1.0:
+            params.append(("scale", repr(float(scale))))
+        if quality is not None:
+            if not _is_int(quality) or not 1 <= quality <= 100:
+                raise InvalidArgumentError(f"quality is 1 to 100, not {quality!r}",
+                                           code="invalid_argument")
+            params.append(("quality", str(quality)))
+        what = f"screenshot of {ws}"
+        reply = yield from self.send(Request("GET", self.ws_path(ws, "/desktop/screenshot"), what,
+                                             params=params, replayable=True), deadline)
+        sizes = []
+        for name in ("x-screen-width", "x-screen-height", "x-image-width", "x-image-height"):
+            v = reply.headers.get(name, "")
+            if not v.isdigit():
+                raise InternalError(f"{what}: the answer has no {name} header")
+            sizes.append(int(v))
+        ctype = reply.headers.get("content-type", "")
+        return Screenshot(data=reply.data, format="jpeg" if "jpeg" in ctype else "png",
+                          screen=Size(sizes[0], sizes[1]), image=Size(sizes[2], sizes[3]))
+
+    def desktop_actions(self, ws: str, actions: Union[Action, Json, Sequence[Union[Action, Json]]],
+                        deadline: Deadline) -> Op[ActionsResult]:
+        """POST …/desktop/actions, checked first (actions_body). Never sent again on its own (a
+        click twice is not a click). LockedError while a person holds control."""
+        body = actions_body(actions)
+        j = yield from self.call(Request("POST", self.ws_path(ws, "/desktop/actions"),
+                                         f"desktop actions on {ws}", json=body), deadline)
+        return ActionsResult.from_json(j)
+
+    def desktop_cdp_url(self, ws: str) -> str:
+        return self.config.url + self.ws_path(ws, "/desktop/cdp")

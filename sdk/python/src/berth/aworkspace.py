@@ -17,8 +17,10 @@ from ._core import (Callback, StopToken, check_result, command_deadline, create_
                     resolve_config)
 from ._ops_pty import PtySession
 from ._async import AsyncConnection as Connection
-from .types import (CommandResult, DesktopControl, DesktopTicket, DirTransfer, EntryInfo, Json,
-                    NetworkStatus, Preview, ProcessInfo, WatchEvent, WorkspaceInfo)
+from .types import (Action, ActionsResult, Click, CommandResult, DesktopControl, DesktopTicket,
+                    DirTransfer, Drag, EntryInfo, Json, Key, MouseButton, Move, NetworkStatus,
+                    Point, Preview, ProcessInfo, Screenshot, Scroll, TypeText, WatchEvent,
+                    WorkspaceInfo)
 
 Source = Union[bytes, IO[bytes], IO[str], Iterable[bytes]]
 
@@ -427,11 +429,67 @@ class AsyncNetwork:
 
 
 class AsyncDesktop:
-    """`ws.desktop`: who controls the desktop's input, and viewer tickets (docs/api.md,
-    "Desktop"). A person takes over (take_over) and hands back (release)."""
+    """`ws.desktop` (docs/api.md, "Desktop"): the agent's eyes and hands on the workspace's
+    screen (screenshot, act and its shortcuts), who controls the desktop's input (a person takes
+    over with take_over and hands back with release), viewer tickets, and the DevTools endpoint
+    of the workspace's Chrome (cdp_url). Actions are checked before they are sent, with
+    berthd's limits (InvalidArgumentError); while a person holds control they raise
+    LockedError (holder "human", by, since)."""
 
     def __init__(self, ws: "AsyncWorkspace") -> None:
         self._ws = ws
+
+    async def screenshot(self, format: Literal["png", "jpeg"] = "png", scale: float = 1.0,
+                   quality: Optional[int] = None,
+                   request_timeout: Optional[float] = None) -> Screenshot:
+        """The screen now: `.data` (PNG, or JPEG of `quality` 1-100, berthd's default 80),
+        `.screen` and `.image` sizes; scale 0.05-1 shrinks the image (`.to_screen(x, y)` maps
+        its points back). LockedError during a private takeover."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_screenshot(self._ws.id, format, scale, quality,
+                                                     conn.core.deadline(request_timeout)))
+
+    async def act(self, actions: Union[Action, Json, Sequence[Union[Action, Json]]],
+            request_timeout: Optional[float] = None) -> ActionsResult:
+        """Runs a batch of actions (Move, Click, MouseDown, MouseUp, Drag, Scroll, TypeText,
+        Key, HoldKey, Wait, or dicts in berthd's shape; 1-200) in order, as one request: a bad
+        one anywhere sends nothing. request_timeout default 120 s (a batch may pause 30 s)."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_actions(self._ws.id, actions,
+                                                  _core.Deadline(request_timeout or 120.0)))
+
+    async def move(self, x: int, y: int, request_timeout: Optional[float] = None) -> ActionsResult:
+        """The pointer to (x, y), the screen's pixels."""
+        return await self.act(Move(x, y), request_timeout=request_timeout)
+
+    async def click(self, x: int, y: int, button: MouseButton = "left", count: int = 1,
+              request_timeout: Optional[float] = None) -> ActionsResult:
+        """A click at (x, y); count 2 is a double click, 3 a triple one."""
+        return await self.act(Click(x, y, button, count), request_timeout=request_timeout)
+
+    async def type(self, text: str, request_timeout: Optional[float] = None) -> ActionsResult:
+        """Types text: printable ASCII, newline and tab (at most 10 000 characters)."""
+        return await self.act(TypeText(text), request_timeout=request_timeout)
+
+    async def key(self, keys: str, request_timeout: Optional[float] = None) -> ActionsResult:
+        """Presses a key or a combination: "Return", "ctrl+c", "ctrl+shift+t", "alt+F4"."""
+        return await self.act(Key(keys), request_timeout=request_timeout)
+
+    async def scroll(self, x: int, y: int, dy: int = 0, dx: int = 0,
+               request_timeout: Optional[float] = None) -> ActionsResult:
+        """Wheel notches at (x, y): dy > 0 down, dx > 0 right (each -50..50)."""
+        return await self.act(Scroll(x, y, dy, dx), request_timeout=request_timeout)
+
+    async def drag(self, start: Point, end: Point, button: MouseButton = "left",
+             request_timeout: Optional[float] = None) -> ActionsResult:
+        """Presses at start, moves to end, releases (Drag takes a path of up to 100 points)."""
+        return await self.act(Drag([start, end], button), request_timeout=request_timeout)
+
+    def cdp_url(self) -> str:
+        """The DevTools endpoint of the workspace's Chrome through berthd,
+        `<url>/v1/workspaces/{id}/desktop/cdp`; it takes the API key as a bearer token:
+        `chromium.connect_over_cdp(url, headers={"Authorization": f"Bearer {key}"})`."""
+        return self._ws._conn.core.desktop_cdp_url(self._ws.id)
 
     async def control(self, request_timeout: Optional[float] = None) -> DesktopControl:
         """Who holds control now: holder "agent" or "human"."""

@@ -52,7 +52,38 @@ class AlreadyExistsError(ConflictError):
 
 
 class LockedError(BerthError):
-    """423 locked: a person holds the desktop."""
+    """423 locked: a person holds the desktop, so the agent's input (and, during a private
+    takeover, its screenshots) is refused until they hand back: not retryable as it is (wait
+    with desktop.wait_release()). berthd's details say who: `holder` ("human"), `by` (their
+    key id), `since`, `lease_expires`, `reason`, `private`."""
+
+    @property
+    def holder(self) -> Optional[str]:
+        return self._detail("holder")
+
+    @property
+    def by(self) -> Optional[str]:
+        return self._detail("by")
+
+    @property
+    def since(self) -> Optional[str]:
+        return self._detail("since")
+
+    @property
+    def lease_expires(self) -> Optional[str]:
+        return self._detail("lease_expires")
+
+    @property
+    def reason(self) -> Optional[str]:
+        return self._detail("reason")
+
+    @property
+    def private(self) -> bool:
+        return self.details.get("private") is True
+
+    def _detail(self, key: str) -> Optional[str]:
+        v = self.details.get(key)
+        return v if isinstance(v, str) else None
 
 
 class RateLimitError(BerthError):

@@ -4,7 +4,7 @@ berthd adds later never breaks an older SDK); `.raw` keeps the whole answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit
 
 Json = Dict[str, Any]
@@ -247,3 +247,172 @@ class DesktopTicket:
     def from_json(j: Json) -> "DesktopTicket":
         return DesktopTicket(ticket=_str(j, "ticket"), mode=_str(j, "mode"),
                              expires_at=_str(j, "expires_at"), url=_str(j, "url"), raw=j)
+
+
+@dataclass(frozen=True)
+class Size:
+    """A width and a height in pixels."""
+    width: int
+    height: int
+
+
+@dataclass
+class Screenshot:
+    """The desktop's screen at one moment (desktop.screenshot): `data` is the image (PNG or
+    JPEG, as `format` says), `image` its size, `screen` the screen's. Actions take the
+    screen's coordinates: `to_screen` maps a point of a scaled image back to them."""
+    data: bytes
+    format: str  # "png" | "jpeg"
+    screen: Size
+    image: Size
+
+    @property
+    def mime_type(self) -> str:
+        return "image/jpeg" if self.format == "jpeg" else "image/png"
+
+    @property
+    def scaled(self) -> bool:
+        return self.image != self.screen
+
+    def to_screen(self, x: float, y: float) -> Tuple[int, int]:
+        """The screen's pixel under the image's pixel (x, y): the centre of the screen's box
+        that the image's pixel averages (berthd scales by boxes), inside the screen."""
+        sx = int((x + 0.5) * self.screen.width / max(1, self.image.width))
+        sy = int((y + 0.5) * self.screen.height / max(1, self.image.height))
+        return (min(max(sx, 0), self.screen.width - 1), min(max(sy, 0), self.screen.height - 1))
+
+
+@dataclass
+class ActionsResult:
+    """What desktop.act did: `done` actions on the screen of size `screen`."""
+    done: int
+    screen: Size
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "ActionsResult":
+        s = j.get("screen") if isinstance(j.get("screen"), dict) else {}
+        return ActionsResult(done=_int(j, "done"),
+                             screen=Size(_int(s or {}, "width"), _int(s or {}, "height")), raw=j)
+
+
+# --- computer-use actions (desktop.act; docs/api.md, "Desktop") -----------------------------
+# x and y are the screen's pixels (a scaled screenshot's via Screenshot.to_screen). Each has
+# to_json(), the action as berthd takes it; a plain dict in that shape works as well.
+
+MouseButton = Literal["left", "middle", "right"]
+Point = Tuple[int, int]
+
+
+def _at(j: Json, x: Optional[int], y: Optional[int]) -> Json:
+    if x is not None:
+        j["x"] = x
+    if y is not None:
+        j["y"] = y
+    return j
+
+
+@dataclass
+class Move:
+    """The pointer to (x, y)."""
+    x: int
+    y: int
+
+    def to_json(self) -> Json:
+        return {"type": "move", "x": self.x, "y": self.y}
+
+
+@dataclass
+class Click:
+    """A click (count 2: double, 3: triple), at (x, y) or where the pointer is (an earlier
+    action of the same batch must have put it somewhere)."""
+    x: Optional[int] = None
+    y: Optional[int] = None
+    button: MouseButton = "left"
+    count: int = 1
+
+    def to_json(self) -> Json:
+        return _at({"type": "click", "button": self.button, "count": self.count}, self.x, self.y)
+
+
+@dataclass
+class MouseDown:
+    x: Optional[int] = None
+    y: Optional[int] = None
+    button: MouseButton = "left"
+
+    def to_json(self) -> Json:
+        return _at({"type": "mouse_down", "button": self.button}, self.x, self.y)
+
+
+@dataclass
+class MouseUp:
+    x: Optional[int] = None
+    y: Optional[int] = None
+    button: MouseButton = "left"
+
+    def to_json(self) -> Json:
+        return _at({"type": "mouse_up", "button": self.button}, self.x, self.y)
+
+
+@dataclass
+class Drag:
+    """Down at the first point, through the rest, up at the last (2-100 points)."""
+    path: Sequence[Point]
+    button: MouseButton = "left"
+
+    def to_json(self) -> Json:
+        return {"type": "drag", "path": [list(p) for p in self.path], "button": self.button}
+
+
+@dataclass
+class Scroll:
+    """Wheel notches at (x, y): dy > 0 down, dx > 0 right (each -50..50)."""
+    x: Optional[int] = None
+    y: Optional[int] = None
+    dy: int = 0
+    dx: int = 0
+
+    def to_json(self) -> Json:
+        return _at({"type": "scroll", "dy": self.dy, "dx": self.dx}, self.x, self.y)
+
+
+@dataclass
+class TypeText:
+    """Text as keystrokes on the guest's en-us map: printable ASCII, newline and tab (anything
+    else belongs on the clipboard)."""
+    text: str
+
+    def to_json(self) -> Json:
+        return {"type": "type", "text": self.text}
+
+
+@dataclass
+class Key:
+    """A key or a combination: "Return", "ctrl+c", "ctrl+shift+t", "alt+F4"."""
+    keys: str
+
+    def to_json(self) -> Json:
+        return {"type": "key", "keys": self.keys}
+
+
+@dataclass
+class HoldKey:
+    """A key or combination held for ms (at most 10 000)."""
+    keys: str
+    ms: int
+
+    def to_json(self) -> Json:
+        return {"type": "hold_key", "keys": self.keys, "ms": self.ms}
+
+
+@dataclass
+class Wait:
+    """A pause of ms (at most 10 000; 30 000 in all per batch)."""
+    ms: int
+
+    def to_json(self) -> Json:
+        return {"type": "wait", "ms": self.ms}
+
+
+Action = Union[Move, Click, MouseDown, MouseUp, Drag, Scroll, TypeText, Key, HoldKey, Wait]
