@@ -40,8 +40,26 @@ export class ForbiddenError extends BerthError {}
 export class NotFoundError extends BerthError {}
 /** 409 `already_exists` / `failed_precondition`: the name is taken, or the state forbids it. */
 export class ConflictError extends BerthError {}
-/** 423 `locked`: a person holds the desktop. */
-export class LockedError extends ConflictError {}
+/** 423 `locked`: a person holds the desktop, so the agent's input (and, during a private
+ * takeover, its screenshots) is refused until they hand back; not retryable as it is (wait with
+ * `desktop.waitRelease()`). berthd's `details` say who and since when. */
+export class LockedError extends ConflictError {
+  /** `'human'`: who holds the desktop. */
+  get holder(): string | null { return this.detail('holder'); }
+  /** The key id of the person who took over. */
+  get by(): string | null { return this.detail('by'); }
+  /** When they took over (RFC 3339). */
+  get since(): string | null { return this.detail('since'); }
+  get leaseExpires(): string | null { return this.detail('lease_expires'); }
+  get reason(): string | null { return this.detail('reason'); }
+  /** A private takeover: screenshots are refused too. */
+  get private(): boolean { return this.details?.private === true; }
+
+  private detail(key: string): string | null {
+    const v = this.details?.[key];
+    return typeof v === 'string' ? v : null;
+  }
+}
 /** 429 `resource_exhausted`, `quota_exceeded`, `too_many_connections`. */
 export class RateLimitError extends BerthError {}
 /** 504 `deadline_exceeded` from berthd, or the call's own deadline passed. */

@@ -10,8 +10,10 @@ export { Pty, PtyHandle } from './pty.js';
 export type { PtyCreateOptions, PtyConnectOptions } from './pty.js';
 export { Network } from './network.js';
 export type { NetworkStatus, NetworkPolicy, Egress } from './network.js';
-export { Desktop } from './desktop.js';
-export type { DesktopControl, DesktopTicket } from './desktop.js';
+export { Desktop, Screenshot, checkActions, checkKeys, kMaxActions, kMaxTypedText } from './desktop.js';
+export type {
+  DesktopControl, DesktopTicket, DesktopAction, ActionsResult, ScreenshotOptions, MouseButton, Point, Size,
+} from './desktop.js';
 export { Previews } from './previews.js';
 export type { Preview, PreviewOptions } from './previews.js';
 export { ApiClient, kDefaultRequestTimeoutMs, kDefaultStreamIdleTimeoutMs } from './client.js';

@@ -1,0 +1,181 @@
+// ws.desktop's eyes and hands (GET …/desktop/screenshot, POST …/desktop/actions) against a real
+// berthd (--transport unix; test/harness.mjs) with a real RFB server at the workspace's VNC
+// socket: QEMU with a VGA screen and no guest (-S), as tests/integration/desktop_support.cc runs
+// it, listening where berthd looks (<data>/workspaces/<id>/run/vnc.sock,
+// controller/workspace/layout.h). Also the typed LockedError while a person holds the desktop,
+// and the SDK's own checks, which refuse what berthd would refuse without calling it.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { startBerthd, waitFor } from './harness.mjs';
+import { InvalidArgumentError, LockedError, Screenshot, UnavailableError, Workspace } from '../dist/index.js';
+
+let berthd;
+let conn;
+let ws;
+let qemu;
+let qemuExited = null;
+
+before(async () => {
+  berthd = await startBerthd();
+  conn = { apiUrl: berthd.url, apiKey: berthd.key };
+  ws = await Workspace.create({ ...conn, name: 'sdk-desktop' });
+  const run = path.join(berthd.tmp, 'data', 'workspaces', ws.id, 'run');
+  fs.mkdirSync(run, { recursive: true });
+  const socket = path.join(run, 'vnc.sock');
+  const log = fs.openSync(path.join(berthd.tmp, 'qemu.log'), 'w');
+  qemu = spawn('qemu-system-x86_64', ['-machine', 'pc', '-accel', 'tcg', '-m', '64', '-nodefaults', '-vga', 'std',
+                                      '-S', '-display', `vnc=unix:${socket}`], { stdio: ['ignore', log, log] });
+  qemu.on('exit', (code, signal) => { qemuExited = { code, signal }; });
+  await waitFor("QEMU's VNC socket", () => {
+    if (qemuExited) throw new Error(`QEMU exited: ${fs.readFileSync(path.join(berthd.tmp, 'qemu.log'), 'utf8')}`);
+    return fs.existsSync(socket);
+  }, 30_000);
+});
+
+after(async () => {
+  if (qemu && !qemuExited) {
+    qemu.kill('SIGTERM');
+    await waitFor('QEMU to exit', () => qemuExited, 10_000).catch(() => qemu.kill('SIGKILL'));
+  }
+  const exited = await berthd?.stop();
+  assert.deepEqual(exited, { code: 0, signal: null }, 'berthd exited cleanly');
+});
+
+function pngSize(data) {
+  const b = Buffer.from(data);
+  assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'a PNG signature');
+  assert.equal(b.subarray(12, 16).toString('latin1'), 'IHDR');
+  return [b.readUInt32BE(16), b.readUInt32BE(20)];
+}
+
+// The size in a JPEG's SOF segment (baseline or progressive).
+function jpegSize(data) {
+  const b = Buffer.from(data);
+  assert.ok(b[0] === 0xff && b[1] === 0xd8, 'a JPEG SOI');
+  for (let at = 2; at + 9 < b.length;) {
+    assert.equal(b[at], 0xff);
+    const marker = b[at + 1];
+    if (marker >= 0xc0 && marker <= 0xc2) return [b.readUInt16BE(at + 7), b.readUInt16BE(at + 5)];
+    at += 2 + b.readUInt16BE(at + 2);
+  }
+  throw new Error('no SOF segment');
+}
+
+describe('desktop screen', () => {
+  test('a screenshot is a PNG of the size it states; scale 0.5 halves it; JPEG works', async () => {
+    const shot = await ws.desktop.screenshot();
+    assert.ok(shot instanceof Screenshot);
+    assert.equal(shot.format, 'png');
+    assert.equal(shot.mimeType, 'image/png');
+    const { width: w, height: h } = shot.screen;
+    assert.ok(w >= 320 && h >= 200, `QEMU's VGA screen (720x400), not ${w}x${h}`);
+    assert.deepEqual(pngSize(shot.data), [w, h]);
+    assert.deepEqual(shot.image, shot.screen);
+    assert.equal(shot.scaled, false);
+    assert.deepEqual(shot.toScreen(10, 20), { x: 10, y: 20 });
+
+    const half = await ws.desktop.screenshot({ scale: 0.5 });
+    assert.deepEqual(half.screen, shot.screen);
+    assert.deepEqual(half.image, { width: Math.round(w * 0.5), height: Math.round(h * 0.5) });
+    assert.deepEqual(pngSize(half.data), [half.image.width, half.image.height]);
+    assert.deepEqual(half.toScreen(0, 0), { x: 1, y: 1 });
+    assert.deepEqual(half.toScreen(half.image.width - 1, half.image.height - 1), { x: w - 1, y: h - 1 });
+
+    const jpeg = await ws.desktop.screenshot({ format: 'jpeg', quality: 50 });
+    assert.equal(jpeg.format, 'jpeg');
+    assert.equal(jpeg.mimeType, 'image/jpeg');
+    assert.deepEqual(jpegSize(jpeg.data), [w, h]);
+
+    for (const bad of [{ scale: 0 }, { scale: 1.5 }, { format: 'gif' }, { quality: 0 }]) {
+      await assert.rejects(ws.desktop.screenshot(bad), InvalidArgumentError);
+    }
+  });
+
+  test('actions: click and type, the shortcuts, a mixed batch', async () => {
+    const { screen } = await ws.desktop.screenshot();
+    const done = await ws.desktop.act([{ type: 'click', x: 10, y: 10 }, { type: 'type', text: 'hello, world\n' }]);
+    assert.deepEqual(done, { done: 2, screen });
+    assert.equal((await ws.desktop.click(screen.width - 1, screen.height - 1, { count: 2 })).done, 1);
+    assert.equal((await ws.desktop.type('ls -la\t~')).done, 1);
+    assert.equal((await ws.desktop.key('ctrl+shift+t')).done, 1);
+    assert.equal((await ws.desktop.scroll(5, 5, { dy: 3, dx: -1 })).done, 1);
+    assert.equal((await ws.desktop.drag([1, 1], [50, 40])).done, 1);
+    assert.equal((await ws.desktop.move(3, 4)).done, 1);
+    const batch = [
+      { type: 'move', x: 1, y: 1 }, { type: 'click', button: 'right' },
+      { type: 'drag', path: [[1, 1], [2, 2], [3, 3]] }, { type: 'drag', from: [4, 4], to: [5, 5] },
+      { type: 'scroll', dy: -2 }, { type: 'key', keys: 'Return' }, { type: 'hold_key', keys: 'shift', ms: 10 },
+      { type: 'wait', ms: 10 }, { type: 'mouse_down', x: 2, y: 2 }, { type: 'mouse_up' },
+    ];
+    assert.equal((await ws.desktop.act(batch)).done, batch.length);
+    // Only the screen's bounds are berthd's to check: its 400.
+    await assert.rejects(ws.desktop.click(screen.width, 0), (e) => e instanceof InvalidArgumentError && e.status === 400);
+  });
+
+  test('a takeover makes actions LockedError (holder human) until release', async () => {
+    const taken = await ws.desktop.takeOver({ reason: 'solve a captcha' });
+    try {
+      assert.equal(taken.holder, 'human');
+      const e = await ws.desktop.click(10, 10).then(() => null, (err) => err);
+      assert.ok(e instanceof LockedError, `LockedError, not ${e}`);
+      assert.equal(e.status, 423);
+      assert.equal(e.code, 'locked');
+      assert.equal(e.retryable, false);
+      assert.equal(e.holder, 'human');
+      assert.ok(e.since && e.since === taken.since);
+      assert.equal(e.by, taken.by);
+      assert.equal(e.reason, 'solve a captcha');
+      assert.equal(e.private, false);
+      // Not private: the agent still sees the screen.
+      assert.ok((await ws.desktop.screenshot({ scale: 0.25 })).image.width > 0);
+      await ws.desktop.release();
+      await ws.desktop.takeOver({ private: true });
+      const hidden = await ws.desktop.screenshot().then(() => null, (err) => err);
+      assert.ok(hidden instanceof LockedError && hidden.private === true && hidden.holder === 'human');
+    } finally {
+      assert.equal((await ws.desktop.release({ note: 'done' })).holder, 'agent');
+    }
+    assert.equal((await ws.desktop.type('back')).done, 1);
+  });
+
+  test('the SDK refuses what berthd would, without calling it', async () => {
+    // A handle on an address where nothing listens: a call would be an UnavailableError, so
+    // an InvalidArgumentError proves the SDK refused it itself.
+    const server = net.createServer();
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = server.address().port;
+    await new Promise((resolve) => server.close(resolve));
+    const nowhere = (await import('../dist/desktop.js')).Desktop;
+    const { ApiClient } = await import('../dist/client.js');
+    const dead = new nowhere(new ApiClient({ apiUrl: `http://127.0.0.1:${port}`, apiKey: 'bk_none', requestTimeoutMs: 3000 }), 'ws_nowhere');
+    await assert.rejects(dead.click(1, 1), UnavailableError);  // the control: this one is sent
+    const refused = [
+      () => dead.type('héllo'),                                             // not on the en-us map
+      () => dead.type('emoji \u{1F600}'),
+      () => dead.type('x'.repeat(10_001)),                                  // over 10 000 characters
+      () => dead.act(Array(201).fill({ type: 'move', x: 1, y: 1 })),        // over 200 actions
+      () => dead.act([]),
+      () => dead.act([{ type: 'click' }]),                                  // no position yet
+      () => dead.act(Array(4).fill({ type: 'wait', ms: 10_000 })),          // 40 s of pauses
+      () => dead.act({ type: 'teleport' }),
+      () => dead.key('ctrl+banana'),
+      () => dead.key('hyper+a'),
+      () => dead.click(1, 1, { count: 4 }),
+      () => dead.click(1.5, 1),
+      () => dead.scroll(1, 1, { dy: 51 }),
+      () => dead.click(-1, 5),
+      () => dead.act({ type: 'drag', path: [[1, 1]] }),
+      () => dead.screenshot({ scale: 0.01 }),
+    ];
+    for (const call of refused) {
+      await assert.rejects(call(), (e) => e instanceof InvalidArgumentError && e.status === 0 && e.code === 'invalid_argument');
+    }
+    assert.equal(ws.desktop.cdpUrl(), `${berthd.url}/v1/workspaces/${ws.id}/desktop/cdp`);
+    const other = new nowhere(new ApiClient({ apiUrl: 'http://h:8420/', apiKey: 'k' }), 'a b');
+    assert.equal(other.cdpUrl(), 'http://h:8420/v1/workspaces/a%20b/desktop/cdp');
+  });
+});
