@@ -133,6 +133,14 @@ type Conn =
   | { kind: 'failed'; text: string }
   | { kind: 'ended'; text: string };
 
+/** A time: the clock alone when it is today's. */
+function when(iso: string | null): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : formatTime(iso);
+}
+
 function backoffMs(attempt: number): number {
   return Math.min(1000 * 2 ** Math.min(attempt - 1, 4), 15_000);
 }
@@ -238,7 +246,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
         }
         void access.diagnose().then((why) => {
           if (disposed) return;
-          if (why) setConn({ kind: 'failed', text: `The desktop is not available: ${why}. A workspace has a screen when its image has a desktop (e.g. the "desktop" image).` });
+          if (why) setConn({ kind: 'failed', text: `The desktop is not available: berthd says “${why}”. A workspace has a screen when its image has a desktop (the “desktop” image).` });
           else retry();
         });
       });
@@ -320,10 +328,11 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
   }, [visible, viewOnly, connected]);
 
   const request = control?.request ?? null;
+  const lease = control?.lease_expires ? Date.parse(control.lease_expires) : NaN;
   const holderText = !control ? 'Checking who holds control…'
     : control.holder === 'agent'
-      ? `The agent has control${control.since ? ` since ${formatTime(control.since)}` : ''}.`
-      : `${mine ? 'You have' : `A person (${control.by ?? 'unknown key'}) has`} control since ${formatTime(control.since)}${control.private ? ', privately (the agent cannot see the screen)' : ''}${control.lease_expires ? `; the lease ends at ${formatTime(control.lease_expires)} (in ${formatDuration((Date.parse(control.lease_expires) - now) / 1000)}) unless you keep using it` : ''}.`;
+      ? `The agent has control${control.since ? ` (handed back ${when(control.since)})` : ''}.`
+      : `${mine ? 'Since' : `A person (${control.by ?? 'unknown key'}) has had control since`} ${when(control.since)}${control.private ? ', privately: the agent cannot see the screen' : ''}.${Number.isFinite(lease) ? ` The lease ends at ${when(control.lease_expires)} (in ${formatDuration((lease - now) / 1000)}) and is renewed by ${mine ? 'your' : 'their'} input.` : ''}`;
   const connText = conn.kind === 'connected' ? (screen ? `connected, ${screen.w}×${screen.h}` : 'connected')
     : conn.kind === 'connecting' ? (conn.mode === 'control' ? 'connecting to take control…' : 'connecting…')
     : conn.kind === 'reconnecting' ? `connection lost; reconnecting in ${Math.max(0, Math.ceil((conn.at - now) / 1000))} s (attempt ${conn.attempt})…`
@@ -372,7 +381,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
           {access.kind === 'session' && <button type="button" class="quiet" onClick={() => setRetryNonce((n) => n + 1)}>Try again</button>}
         </div>
       )}
-      <div class="desk-frame">
+      <div class="desk-frame" hidden={conn.kind === 'failed'}>
         <div class="desk-head">
           <span class={`desk-conn ${conn.kind}`}>Screen: {connText}</span>
           {!viewOnly && <span class="desk-live">your keyboard and mouse reach the workspace</span>}
@@ -444,7 +453,7 @@ export function DesktopTab({ ws, state, visible, onStart }:
           {error && <ErrorNote message={error} />}
         </div>
       )}
-      <DesktopView access={access} running={running && visible} visible={visible} />
+      {running && <DesktopView access={access} running={visible} visible={visible} />}
       {running && <ShareLink ws={ws} />}
     </div>
   );

@@ -1,0 +1,327 @@
+#!/usr/bin/env node
+// The desktop in the web UI (issues 14 and 15) in Debian's Chromium against a real berthd on
+// --transport unix, with a real RFB server where berthd looks for the workspace's screen: QEMU
+// with no guest (-S, VGA, -vnc on <data>/workspaces/<id>/run/vnc.sock), whose screen is its
+// "Guest has not initialized the display" text at 640x480 (or the VGA text mode's 720x400).
+//
+//   BERTHD_BIN=… BERTH_AGENT_BIN=… node desktop.mjs [--screenshots DIR]
+//
+// Checks, in order: the Desktop tab shows the screen (noVNC's canvas at the screen's size,
+// with more than one colour in it) and says the agent holds control and that you are watching;
+// Take over makes berthd say a person holds it (GET …/desktop/control with the test's key), the
+// page reconnects with a control ticket, and a click and a key on the screen reach QEMU (a
+// `desktop_input` event by a human, with nothing dropped); Hand back with a note gives it back
+// (the agent holds it, the release event carries the note); the agent's request for help is a
+// banner in plain text (the answer rewritten by the test: berthd does not send it yet); a
+// workspace without a screen says so, and a stopped one offers Start; a shared `view` link on
+// desktop.html (no session) shows the screen and cannot take over (berthd's error on the page,
+// control unchanged); a `control` link takes over and hands back through its ticket. No CSP
+// violation or uncaught error, and no serious or critical axe-core finding, on any page, at
+// laptop and phone width. Screenshots go to --screenshots (desktop-*.png).
+// Exit 0 PASS, 1 FAIL.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+import { startBerthd, waitFor } from '../../sdk/typescript/test/harness.mjs';
+import { Failure, axeViolations, check, kStep, kViewports, launchChromium, shot as shotIn, signIn } from './webui_lib.mjs';
+
+const T = 'integration_webui_desktop';
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..', '..');
+const { values: opts } = parseArgs({ options: { screenshots: { type: 'string', default: path.join(root, 'build', 'Testing', 'webui-screenshots') } } });
+
+function log(m) {
+  process.stderr.write(`${T}: ${m}\n`);
+}
+
+const a11y = [];
+const problems = [];
+function watchPage(page, name) {
+  page.on('pageerror', (e) => problems.push(`${name}: uncaught: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy|Refused to/i.test(m.text())) problems.push(`${name}: CSP: ${m.text()}`);
+  });
+}
+async function shot(page, name) {
+  await shotIn(page, opts.screenshots, name);
+  const vp = page.viewportSize();
+  for (const v of await axeViolations(page)) a11y.push(`${name} at ${vp.width}x${vp.height}: ${v}`);
+}
+
+/** QEMU with no guest, its VNC server on `socket`: a real RFB 3.8 server with a screen. */
+async function startQemu(socket, logFile) {
+  check(Buffer.byteLength(socket) < 108, `the VNC socket path is too long for a unix socket: ${socket}`);
+  fs.mkdirSync(path.dirname(socket), { recursive: true });
+  const out = fs.openSync(logFile, 'w');
+  const proc = spawn('qemu-system-x86_64', ['-machine', 'pc', '-accel', 'tcg', '-m', '64', '-nodefaults', '-vga', 'std', '-S',
+                                             '-display', `vnc=unix:${socket}`], { stdio: ['ignore', out, out] });
+  let exited = null;
+  proc.on('exit', (code, signal) => { exited = { code, signal }; });
+  await waitFor('QEMU\'s VNC socket', () => {
+    if (exited) throw new Error(`qemu-system-x86_64 exited ${JSON.stringify(exited)}: ${fs.readFileSync(logFile, 'utf8')}`);
+    return fs.existsSync(socket);
+  }, 30_000);
+  return {
+    async stop() {
+      if (exited) return;
+      proc.kill('SIGTERM');
+      try {
+        await waitFor('QEMU to exit', () => exited, 10_000);
+      } catch {
+        proc.kill('SIGKILL');
+      }
+    },
+  };
+}
+
+/** noVNC's canvas: its size, and how many distinct colours a sample of its pixels has. */
+async function canvasInfo(page) {
+  return page.evaluate(() => {
+    const c = document.querySelector('.desk-screen canvas');
+    if (!c || !c.width) return null;
+    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    const colours = new Set();
+    let lit = 0;
+    for (let i = 0; i < data.length; i += 4 * 7) {
+      colours.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
+      if (data[i] + data[i + 1] + data[i + 2] > 60) lit += 1;
+    }
+    return { width: c.width, height: c.height, colours: colours.size, lit };
+  });
+}
+
+async function checkScreen(page, where) {
+  await page.locator('.desk-conn.connected').waitFor({ timeout: kStep });
+  const info = await waitFor(`${where}: a screen with something on it`, async () => {
+    const i = await canvasInfo(page);
+    return i && i.colours > 1 && i.lit > 0 ? i : null;
+  }, 20_000).catch(async () => { throw new Failure(`${where}: the canvas stays blank: ${JSON.stringify(await canvasInfo(page))}`); });
+  const size = `${info.width}x${info.height}`;
+  check(size === '640x480' || size === '720x400', `${where}: the canvas is ${size}, not QEMU's 640x480 or 720x400`);
+  // Scaled to fit: the canvas as shown is no wider than its frame.
+  const fits = await page.evaluate(() => {
+    const c = document.querySelector('.desk-screen canvas').getBoundingClientRect();
+    const f = document.querySelector('.desk-screen').getBoundingClientRect();
+    return c.width <= f.width + 1 && c.height <= f.height + 1 && c.width > 0;
+  });
+  check(fits, `${where}: the screen is not scaled to fit its frame`);
+  log(`${where}: the screen is ${size}, ${info.colours} colours in the sample`);
+}
+
+async function control(berthd, ws) {
+  const r = await berthd.api('GET', `/v1/workspaces/${ws}/desktop/control`);
+  check(r.status === 200, `GET control: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+async function events(berthd, ws) {
+  const r = await berthd.api('GET', `/v1/workspaces/${ws}/events?limit=1000`);
+  check(r.status === 200, `GET events: ${r.status}`);
+  return r.body.events;
+}
+
+async function makeWorkspace(berthd, name) {
+  const made = await berthd.api('POST', '/v1/workspaces', { name });
+  check(made.status === 201, `create ${name}: ${made.status} ${JSON.stringify(made.body)}`);
+  const ready = await berthd.api('POST', `/v1/workspaces/${name}/wait`, { state: 'running', timeout_s: 60 });
+  check(ready.status === 200, `wait ${name}: ${ready.status} ${JSON.stringify(ready.body)}`);
+  return made.body.id;
+}
+
+async function run(browser, berthd, base) {
+  const id = await makeWorkspace(berthd, 'desk');
+  const socket = path.join(berthd.tmp, 'data', 'workspaces', id, 'run', 'vnc.sock');
+  const qemu = await startQemu(socket, path.join(berthd.tmp, 'qemu.log'));
+  try {
+    await withScreen(browser, berthd, base, id);
+  } finally {
+    await qemu.stop();
+  }
+}
+
+async function withScreen(browser, berthd, base, id) {
+  // --- The Desktop tab, signed in, at laptop width.
+  const ctx = await browser.newContext({ viewport: kViewports.laptop });
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(kStep);
+  watchPage(page, 'desktop tab');
+  await signIn(page, base, berthd.key);
+  await page.goto(`${base}/w/desk/desktop`);
+  await checkScreen(page, 'the Desktop tab');
+  const who = page.locator('.desk-who');
+  await who.filter({ hasText: 'You are watching' }).waitFor();
+  await who.filter({ hasText: 'The agent has control' }).waitFor();
+  check(await page.locator('.desktop[data-mode="view"]').count() === 1, 'watching, the viewer is not a view viewer');
+  check((await control(berthd, 'desk')).holder === 'agent', 'before the takeover the agent does not hold control');
+  log('the Desktop tab shows the screen; the agent holds control; you are watching');
+  await shot(page, 'desktop-01-watching');
+
+  // Take over: berthd says a person holds it, and the page reconnects as a control viewer.
+  await page.getByRole('button', { name: 'Take over', exact: true }).click();
+  await who.filter({ hasText: 'You have control' }).waitFor();
+  const taken = await control(berthd, 'desk');
+  check(taken.holder === 'human' && !taken.private && taken.lease_expires, `after Take over, GET control: ${JSON.stringify(taken)}`);
+  await page.locator('.desktop[data-mode="control"] .desk-conn.connected').waitFor();
+  await checkScreen(page, 'in control');
+  const opened = (await events(berthd, 'desk')).filter((e) => e.type === 'desktop_viewer_opened' && e.data?.mode === 'control');
+  check(opened.length >= 1, 'no control viewer was opened after the takeover');
+  // A click and a key on the screen reach QEMU: berthd counts a human's input burst (it ends
+  // after 5 s of quiet) and drops none of it.
+  const canvas = page.locator('.desk-screen canvas');
+  await canvas.click({ position: { x: 40, y: 40 } });
+  await page.keyboard.press('a');
+  const input = await waitFor('a desktop_input event by a human', async () =>
+    (await events(berthd, 'desk')).find((e) => e.type === 'desktop_input' && e.data?.actor === 'human'), 20_000);
+  check((input.data.clicks ?? 0) >= 1 && (input.data.keys ?? 0) >= 1, `the human input event: ${JSON.stringify(input.data)}`);
+  log(`taken over: ${taken.by} holds control; input reached the screen (${JSON.stringify(input.data)})`);
+  await shot(page, 'desktop-02-control');
+
+  // Hand back with a note.
+  await page.getByLabel('Note for the agent (optional)').fill('signed in; carry on');
+  await page.getByRole('button', { name: 'Hand back' }).click();
+  await who.filter({ hasText: 'You are watching' }).waitFor();
+  const back = await control(berthd, 'desk');
+  check(back.holder === 'agent', `after Hand back, GET control: ${JSON.stringify(back)}`);
+  const released = (await events(berthd, 'desk')).filter((e) => e.type === 'desktop_control_released');
+  check(released.at(-1)?.data?.note === 'signed in; carry on', `the release event: ${JSON.stringify(released.at(-1))}`);
+  await page.locator('.desktop[data-mode="view"] .desk-conn.connected').waitFor();
+  log('handed back with a note: the agent holds control again');
+
+  // Private takeover: berthd refuses the agent's screenshots meanwhile.
+  await page.getByRole('button', { name: 'Take over privately' }).click();
+  await who.filter({ hasText: 'privately' }).waitFor();
+  check((await control(berthd, 'desk')).private === true, 'a private takeover is not private');
+  const hidden = await fetch(`${berthd.url}/v1/workspaces/desk/desktop/screenshot`, { headers: { Authorization: `Bearer ${berthd.key}` } });
+  check(hidden.status === 423, `the agent's screenshot during a private takeover: ${hidden.status}`);
+  await page.getByRole('button', { name: 'Hand back' }).click();
+  await who.filter({ hasText: 'You are watching' }).waitFor();
+  log('a private takeover hides the screen from the agent (423) until handed back');
+
+  // --- A shared view link on desktop.html, in a browser with no session.
+  const anon = await browser.newContext({ viewport: kViewports.laptop });
+  const lp = await anon.newPage();
+  lp.setDefaultTimeout(kStep);
+  watchPage(lp, 'view link');
+  const vt = await berthd.api('POST', '/v1/workspaces/desk/desktop/tickets', { mode: 'view' });
+  check(vt.status === 201, `a view ticket: ${vt.status}`);
+  await lp.goto(`${base}/desktop.html#ws=${id}&ticket=${vt.body.ticket}&mode=view`);
+  await checkScreen(lp, 'the view link');
+  check(!lp.url().includes(vt.body.ticket), `the ticket stays in the address bar: ${lp.url()}`);
+  await lp.locator('.desk-who').filter({ hasText: 'The agent has control' }).waitFor();
+  await lp.getByRole('button', { name: 'Take over', exact: true }).click();
+  const refused = lp.getByRole('alert').filter({ hasText: 'Taking over failed' });
+  await refused.waitFor();
+  const refusedText = await refused.innerText();
+  check(/view ticket/i.test(refusedText), `the view link's takeover shows: ${refusedText}`);
+  check((await control(berthd, 'desk')).holder === 'agent', 'a view link took control');
+  log(`a view link cannot take over: "${refusedText.trim()}"`);
+  await shot(lp, 'desktop-03-view-link');
+
+  // A control link takes over and hands back through its ticket.
+  const cp = await anon.newPage();
+  cp.setDefaultTimeout(kStep);
+  watchPage(cp, 'control link');
+  const ct = await berthd.api('POST', '/v1/workspaces/desk/desktop/tickets', { mode: 'control' });
+  await cp.goto(`${base}/desktop.html#ws=${id}&ticket=${ct.body.ticket}&mode=control`);
+  await checkScreen(cp, 'the control link');
+  await cp.getByRole('button', { name: 'Take over', exact: true }).click();
+  await cp.locator('.desk-who').filter({ hasText: 'You have control' }).waitFor();
+  check((await control(berthd, 'desk')).holder === 'human', 'the control link did not take control');
+  await shot(cp, 'desktop-04-control-link');
+  // The signed-in tab sees someone else hold control (it waits on ?wait=release meanwhile).
+  await page.locator('.desk-who').filter({ hasText: 'A person' }).waitFor({ timeout: 20_000 });
+  await cp.getByRole('button', { name: 'Hand back' }).click();
+  await cp.locator('.desk-who').filter({ hasText: 'You are watching' }).waitFor();
+  check((await control(berthd, 'desk')).holder === 'agent', 'the control link did not hand back');
+  await page.locator('.desk-who').filter({ hasText: 'The agent has control' }).waitFor({ timeout: 20_000 });
+  log('a control link takes over and hands back; the tab followed both changes');
+  await anon.close();
+  await ctx.close();
+
+  // --- Phone width, with the agent asking for help (the control answer rewritten here: the
+  // field is new). Its reason is the agent's text, shown as text.
+  const phone = await browser.newContext({ viewport: kViewports.phone, isMobile: true, hasTouch: true });
+  const pp = await phone.newPage();
+  pp.setDefaultTimeout(kStep);
+  watchPage(pp, 'phone');
+  const reason = 'Please sign in to GitHub <img src=x id=injected> & approve';
+  await pp.route(/\/desktop\/control(\?.*)?$/, async (route) => {
+    const r = await route.fetch();
+    const body = await r.json();
+    if (r.ok() && body.request === undefined) body.request = { reason, since: new Date().toISOString() };
+    await route.fulfill({ response: r, json: body });
+  });
+  await signIn(pp, base, berthd.key);
+  await pp.goto(`${base}/w/desk/desktop`);
+  await checkScreen(pp, 'the phone');
+  const banner = pp.locator('.help-request');
+  await banner.waitFor();
+  const bannerText = await banner.innerText();
+  check(bannerText.includes('The agent asks for help:') && bannerText.includes(reason), `the help banner: ${bannerText}`);
+  check(await pp.locator('#injected').count() === 0, 'the agent\'s text was parsed as HTML');
+  check(await banner.getByRole('button', { name: 'Take over' }).count() === 1, 'the help banner has no Take over button');
+  await shot(pp, 'desktop-05-phone-help');
+  await pp.unroute(/\/desktop\/control(\?.*)?$/);
+  await phone.close();
+  log('the help request is a plain-text banner with Take over');
+
+  // --- A workspace without a screen, and a stopped one.
+  await makeWorkspace(berthd, 'nodesk');
+  const ctx2 = await browser.newContext({ viewport: kViewports.laptop });
+  const np = await ctx2.newPage();
+  np.setDefaultTimeout(kStep);
+  watchPage(np, 'no screen');
+  await signIn(np, base, berthd.key);
+  await np.goto(`${base}/w/nodesk/desktop`);
+  const missing = np.getByRole('alert').filter({ hasText: 'The desktop is not available' });
+  await missing.waitFor();
+  log(`no screen: "${(await missing.innerText()).trim()}"`);
+  await shot(np, 'desktop-06-no-screen');
+  const stopped = await berthd.api('POST', '/v1/workspaces/nodesk/stop');
+  check(stopped.status < 300, `stop: ${stopped.status}`);
+  await np.getByRole('button', { name: 'Start', exact: true }).last().waitFor();
+  await np.locator('.desk-off').getByText('stopped').waitFor();
+  await shot(np, 'desktop-07-stopped');
+  await np.locator('.desk-off').getByRole('button', { name: 'Start' }).click();
+  await np.locator('.desk-off').waitFor({ state: 'detached' });
+  log('a stopped workspace offers Start, and Start starts it');
+  await ctx2.close();
+}
+
+async function main() {
+  const dist = path.join(root, 'web', 'dist');
+  if (!fs.existsSync(path.join(dist, 'desktop.html'))) {
+    console.log(`FAIL ${T}: ${dist}/desktop.html is missing: build the web UI (scripts/setup, or npm run build in web/)`);
+    return 1;
+  }
+  if (spawnSync('qemu-system-x86_64', ['--version']).status !== 0) {
+    console.log(`FAIL ${T}: qemu-system-x86_64 is missing (scripts/setup installs it)`);
+    return 1;
+  }
+  const berthd = await startBerthd({ config: { web_root: dist } });
+  let browser = null;
+  try {
+    browser = await launchChromium();
+    const started = Date.now();
+    await run(browser, berthd, berthd.url);
+    check(problems.length === 0, `the pages reported:\n${problems.join('\n')}`);
+    check(a11y.length === 0, `axe-core found serious or critical violations:\n${a11y.join('\n')}`);
+    console.log(`PASS ${T} (${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${opts.screenshots})`);
+    return 0;
+  } catch (e) {
+    console.log(`FAIL ${T}: ${e instanceof Failure ? e.message : e.stack}`);
+    if (problems.length) log(`the pages reported:\n${problems.join('\n')}`);
+    try {
+      log(`berthd's log (tail):\n${fs.readFileSync(berthd.logFile, 'utf8').split('\n').slice(-40).join('\n')}`);
+    } catch {}
+    return 1;
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    await berthd.stop();
+  }
+}
+
+process.exitCode = await main();
