@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { ApiClient, CallOptions, RequestInit2, readChunks, readNdjson, wsPath } from './client.js';
 import { DirTransfer, extractInto, packDir } from './dirs.js';
 import { BerthError, InvalidArgumentError, NotFoundError, UnavailableError } from './errors.js';
+import { sendBody } from './upload.js';
 
 /** A change in a watched directory. */
 export interface FilesystemEvent {
@@ -75,27 +76,6 @@ function filePath(ws: string, path: string): string {
   return wsPath(ws, '/files' + path.split('/').map(encodeURIComponent).join('/'));
 }
 
-/** A pull-based stream over any async iterable: one chunk is read only when the last is sent. */
-function toWebStream(source: UploadSource): ReadableStream<Uint8Array> {
-  if (source instanceof Blob) return source.stream();
-  if (source instanceof ReadableStream) return source;
-  const iterator = (source as AsyncIterable<Uint8Array | string>)[Symbol.asyncIterator]();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) {
-        controller.close();
-        return;
-      }
-      const v = next.value;
-      controller.enqueue(typeof v === 'string' ? new TextEncoder().encode(v) : v);
-    },
-    async cancel(reason) {
-      await iterator.return?.(reason);
-    },
-  }, { highWaterMark: 1 });
-}
-
 export class Files {
   constructor(private readonly client: ApiClient, private readonly ws: string) {}
 
@@ -141,16 +121,14 @@ export class Files {
   }
 
   private async put(path: string, source: UploadSource, options: FileOptions, mode?: string): Promise<EntryInfo> {
-    // A Blob's size is known: Content-Length; otherwise chunked.
-    const headers: Record<string, string> = { 'Content-Type': 'application/octet-stream' };
-    if (source instanceof Blob) headers['Content-Length'] = String(source.size);
+    // Sent with node:http (upload.ts): Content-Length for a file or a Blob, chunked otherwise.
     // The deadline covers the whole transfer: a large file needs a larger requestTimeoutMs
-    // (the default is raised to 1 hour for uploads; the idle limit still catches a stall).
+    // (the default is raised to 1 hour for uploads).
     const init = this.call({ requestTimeoutMs: 3_600_000, ...options }, {
-      method: 'PUT', path: filePath(this.ws, path), stream: toWebStream(source), headers,
+      method: 'PUT', path: filePath(this.ws, path), headers: { 'Content-Type': 'application/octet-stream' },
       query: mode !== undefined ? { mode } : {},
     });
-    return this.client.json<EntryInfo>(init);
+    return sendBody<EntryInfo>(this.client, init, source);
   }
 
   /** A file's bytes as a stream (also an async iterable of Uint8Array), with the connection's
@@ -223,11 +201,10 @@ export class Files {
     const counts: DirTransfer = { entries: 0, bytes: 0, skipped: 0 };
     const target = filePath(this.ws, remoteDir);
     const body = await packDir(localDir, counts);
-    const answer = await this.client.json<{ entries?: number; bytes?: number }>(
+    const answer = await sendBody<{ entries?: number; bytes?: number }>(this.client,
       this.call({ requestTimeoutMs: 3_600_000, ...options }, {
-        method: 'PUT', path: target, query: { archive: 'tar' }, stream: toWebStream(body),
-        headers: { 'Content-Type': 'application/x-tar' },
-      }));
+        method: 'PUT', path: target, query: { archive: 'tar' }, headers: { 'Content-Type': 'application/x-tar' },
+      }), body);
     return { entries: answer.entries ?? counts.entries, bytes: answer.bytes ?? counts.bytes, skipped: counts.skipped };
   }
 
