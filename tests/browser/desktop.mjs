@@ -224,12 +224,20 @@ async function withScreen(browser, berthd, base, id) {
   const cp = await anon.newPage();
   cp.setDefaultTimeout(kStep);
   watchPage(cp, 'control link');
-  const ct = await berthd.api('POST', '/v1/workspaces/desk/desktop/tickets', { mode: 'control' });
+  // Made with another person's key, so the signed-in tab sees someone else take over.
+  const other = await berthd.api('POST', '/v1/keys', { scope: 'write', name: 'helper' });
+  check(other.status === 201, `a second key: ${other.status} ${JSON.stringify(other.body)}`);
+  const ctr = await fetch(`${berthd.url}/v1/workspaces/desk/desktop/tickets`, {
+    method: 'POST', headers: { Authorization: `Bearer ${other.body.key}`, 'Content-Type': 'application/json' }, body: '{"mode":"control"}',
+  });
+  check(ctr.status === 201, `a control ticket: ${ctr.status}`);
+  const ct = { body: await ctr.json() };
   await cp.goto(`${base}/desktop.html#ws=${id}&ticket=${ct.body.ticket}&mode=control`);
   await checkScreen(cp, 'the control link');
   await cp.getByRole('button', { name: 'Take over', exact: true }).click();
   await cp.locator('.desk-who').filter({ hasText: 'You have control' }).waitFor();
-  check((await control(berthd, 'desk')).holder === 'human', 'the control link did not take control');
+  const byLink = await control(berthd, 'desk');
+  check(byLink.holder === 'human' && byLink.by === other.body.id, `after the control link's takeover: ${JSON.stringify(byLink)}`);
   await shot(cp, 'desktop-04-control-link');
   // The signed-in tab sees someone else hold control (it waits on ?wait=release meanwhile).
   await page.locator('.desk-who').filter({ hasText: 'A person' }).waitFor({ timeout: 20_000 });
@@ -251,7 +259,7 @@ async function withScreen(browser, berthd, base, id) {
   await pp.route(/\/desktop\/control(\?.*)?$/, async (route) => {
     const r = await route.fetch();
     const body = await r.json();
-    if (r.ok() && body.request === undefined) body.request = { reason, since: new Date().toISOString() };
+    if (r.ok() && !body.request) body.request = { reason, since: new Date().toISOString() };
     await route.fulfill({ response: r, json: body });
   });
   await signIn(pp, base, berthd.key);

@@ -168,6 +168,8 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
   const mode: Mode = access.fixedMode ?? (mine ? 'control' : 'view');
   const viewOnly = !(mode === 'control' && mine);
   const connected = conn.kind === 'connected';
+  // A link's ticket opens the control routes only while its viewer is open.
+  const canAct = !!control && (access.kind === 'session' || connected);
 
   // One viewer at a time: a fresh ticket for each connection, again (with back-off) when it drops.
   useEffect(() => {
@@ -344,7 +346,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
         <div class="help-request" role="alert">
           <p><strong>The agent asks for help:</strong> <span class="help-reason">{request.reason ?? ''}</span>
             {request.since && <span class="muted"> (since {formatTime(request.since)})</span>}</p>
-          {!mine && <button type="button" disabled={!!busy} onClick={() => void act('takeover')}>Take over</button>}
+          {!mine && <button type="button" disabled={!!busy || !canAct} onClick={() => void act('takeover')}>Take over</button>}
         </div>
       )}
       <div class="desk-bar">
@@ -359,13 +361,13 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
                 <input value={note} maxLength={2000} onInput={(e) => setNote((e.currentTarget as HTMLInputElement).value)}
                        placeholder="e.g. signed in; carry on" />
               </label>
-              <button type="submit" disabled={!!busy}>{busy === 'release' ? 'Handing back…' : 'Hand back'}</button>
+              <button type="submit" disabled={!!busy || !canAct}>{busy === 'release' ? 'Handing back…' : 'Hand back'}</button>
             </form>
           ) : (
             <>
-              <button type="button" disabled={!!busy || !control} onClick={() => void act('takeover')}>
+              <button type="button" disabled={!!busy || !canAct} onClick={() => void act('takeover')}>
                 {busy === 'takeover' ? 'Taking over…' : 'Take over'}</button>
-              <button type="button" class="quiet" disabled={!!busy || !control} onClick={() => void act('private')}
+              <button type="button" class="quiet" disabled={!!busy || !canAct} onClick={() => void act('private')}
                       title="For typing a password: the agent cannot see the screen until you hand back">
                 {busy === 'private' ? 'Taking over…' : 'Take over privately'}</button>
             </>
