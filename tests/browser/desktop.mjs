@@ -219,6 +219,8 @@ async function withScreen(browser, berthd, base, id) {
   check((await control(berthd, 'desk')).holder === 'agent', 'a view link took control');
   log(`a view link cannot take over: "${refusedText.trim()}"`);
   await shot(lp, 'desktop-03-view-link');
+  await lp.setViewportSize(kViewports.phone);
+  await shot(lp, 'desktop-03-view-link');
 
   // A control link takes over and hands back through its ticket.
   const cp = await anon.newPage();
@@ -257,10 +259,14 @@ async function withScreen(browser, berthd, base, id) {
   watchPage(pp, 'phone');
   const reason = 'Please sign in to GitHub <img src=x id=injected> & approve';
   await pp.route(/\/desktop\/control(\?.*)?$/, async (route) => {
-    const r = await route.fetch();
-    const body = await r.json();
-    if (r.ok() && !body.request) body.request = { reason, since: new Date().toISOString() };
-    await route.fulfill({ response: r, json: body });
+    try {
+      const r = await route.fetch();
+      const body = await r.json();
+      if (r.ok() && !body.request) body.request = { reason, since: new Date().toISOString() };
+      await route.fulfill({ response: r, json: body });
+    } catch {
+      // The page went away during a long poll (?wait=release).
+    }
   });
   await signIn(pp, base, berthd.key);
   await pp.goto(`${base}/w/desk/desktop`);
@@ -272,7 +278,16 @@ async function withScreen(browser, berthd, base, id) {
   check(await pp.locator('#injected').count() === 0, 'the agent\'s text was parsed as HTML');
   check(await banner.getByRole('button', { name: 'Take over' }).count() === 1, 'the help banner has no Take over button');
   await shot(pp, 'desktop-05-phone-help');
-  await pp.unroute(/\/desktop\/control(\?.*)?$/);
+  // The banner's Take over takes control; handed back from the phone.
+  await banner.getByRole('button', { name: 'Take over' }).click();
+  await pp.locator('.desk-who').filter({ hasText: 'You have control' }).waitFor();
+  await pp.locator('.desktop[data-mode="control"] .desk-conn.connected').waitFor();
+  check((await control(berthd, 'desk')).holder === 'human', 'the banner\'s Take over did not take control');
+  await shot(pp, 'desktop-06-phone-control');
+  await pp.getByRole('button', { name: 'Hand back' }).click();
+  await pp.locator('.desk-who').filter({ hasText: 'You are watching' }).waitFor();
+  check((await control(berthd, 'desk')).holder === 'agent', 'the phone did not hand back');
+  await pp.unrouteAll({ behavior: 'ignoreErrors' });
   await phone.close();
   log('the help request is a plain-text banner with Take over');
 
@@ -287,12 +302,12 @@ async function withScreen(browser, berthd, base, id) {
   const missing = np.getByRole('alert').filter({ hasText: 'The desktop is not available' });
   await missing.waitFor();
   log(`no screen: "${(await missing.innerText()).trim()}"`);
-  await shot(np, 'desktop-06-no-screen');
+  await shot(np, 'desktop-07-no-screen');
   const stopped = await berthd.api('POST', '/v1/workspaces/nodesk/stop');
   check(stopped.status < 300, `stop: ${stopped.status}`);
   await np.getByRole('button', { name: 'Start', exact: true }).last().waitFor();
   await np.locator('.desk-off').getByText('stopped').waitFor();
-  await shot(np, 'desktop-07-stopped');
+  await shot(np, 'desktop-08-stopped');
   await np.locator('.desk-off').getByRole('button', { name: 'Start' }).click();
   await np.locator('.desk-off').waitFor({ state: 'detached' });
   log('a stopped workspace offers Start, and Start starts it');

@@ -326,7 +326,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
   };
 
   useEffect(() => {
-    if (visible && !viewOnly && connected) rfbRef.current?.focus();
+    if (visible && !viewOnly && connected) rfbRef.current?.focus({ preventScroll: true });
   }, [visible, viewOnly, connected]);
 
   const request = control?.request ?? null;
@@ -357,7 +357,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
         <div class="buttons">
           {mine ? (
             <form class="inline" onSubmit={(e) => { e.preventDefault(); void act('release'); }}>
-              <label class="grow">Note for the agent (optional)
+              <label class="desk-note-field">Note for the agent (optional)
                 <input value={note} maxLength={2000} onInput={(e) => setNote((e.currentTarget as HTMLInputElement).value)}
                        placeholder="e.g. signed in; carry on" />
               </label>
