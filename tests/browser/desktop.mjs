@@ -8,16 +8,20 @@
 //
 // Checks, in order: the Desktop tab shows the screen (noVNC's canvas at the screen's size,
 // with more than one colour in it) and says the agent holds control and that you are watching;
-// Take over makes berthd say a person holds it (GET …/desktop/control with the test's key), the
-// page reconnects with a control ticket, and a click and a key on the screen reach QEMU (a
-// `desktop_input` event by a human, with nothing dropped); Hand back with a note gives it back
-// (the agent holds it, the release event carries the note); the agent's request for help is a
-// banner in plain text (the answer rewritten by the test: berthd does not send it yet); a
-// workspace without a screen says so, and a stopped one offers Start; a shared `view` link on
-// desktop.html (no session) shows the screen and cannot take over (berthd's error on the page,
-// control unchanged); a `control` link takes over and hands back through its ticket. No CSP
-// violation or uncaught error, and no serious or critical axe-core finding, on any page, at
-// laptop and phone width. Screenshots go to --screenshots (desktop-*.png).
+// when the screen's server ends the tab says it is reconnecting and comes back by itself (a
+// fresh ticket) once the screen is there again; Take over makes berthd say a person holds it
+// (GET …/desktop/control with the test's key), the page reconnects with a control ticket, and
+// a click and a key on the screen reach QEMU (a `desktop_input` event by a human); Hand back
+// with a note gives it back (the agent holds it, the release event carries the note); a
+// private takeover makes the agent's screenshot a 423; a `view` link made on the tab opens
+// desktop.html with no session, shows the screen, leaves no ticket in the address bar and
+// cannot take over (berthd's error on the page, control unchanged); a `control` link of
+// another key takes over and hands back through its ticket, and the tab follows both; the
+// agent's request for help is a plain-text banner whose Take over works (the control answer
+// rewritten by the test: berthd does not send the field yet); a workspace without a screen
+// says so, and a stopped one offers Start. No CSP violation or uncaught error, and no serious
+// or critical axe-core finding, on any page, at laptop and phone width. Screenshots go to
+// --screenshots (desktop-*.png).
 // Exit 0 PASS, 1 FAIL.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -134,15 +138,25 @@ async function makeWorkspace(berthd, name) {
 async function run(browser, berthd, base) {
   const id = await makeWorkspace(berthd, 'desk');
   const socket = path.join(berthd.tmp, 'data', 'workspaces', id, 'run', 'vnc.sock');
-  const qemu = await startQemu(socket, path.join(berthd.tmp, 'qemu.log'));
+  const screen = { qemu: await startQemu(socket, path.join(berthd.tmp, 'qemu.log')) };
+  // The screen goes away and comes back (a reboot): the old one ended, a new one on the same socket.
+  screen.restart = async () => {
+    await screen.qemu.stop();
+    fs.rmSync(socket, { force: true });
+    screen.qemu = await startQemu(socket, path.join(berthd.tmp, 'qemu2.log'));
+  };
+  screen.stop = async () => {
+    await screen.qemu.stop();
+    fs.rmSync(socket, { force: true });
+  };
   try {
-    await withScreen(browser, berthd, base, id);
+    await withScreen(browser, berthd, base, id, screen);
   } finally {
-    await qemu.stop();
+    await screen.qemu.stop();
   }
 }
 
-async function withScreen(browser, berthd, base, id) {
+async function withScreen(browser, berthd, base, id, screen) {
   // --- The Desktop tab, signed in, at laptop width.
   const ctx = await browser.newContext({ viewport: kViewports.laptop });
   const page = await ctx.newPage();
@@ -158,6 +172,15 @@ async function withScreen(browser, berthd, base, id) {
   check((await control(berthd, 'desk')).holder === 'agent', 'before the takeover the agent does not hold control');
   log('the Desktop tab shows the screen; the agent holds control; you are watching');
   await shot(page, 'desktop-01-watching');
+
+  // The connection drops (the screen's server ends): the tab says so and reconnects, with a
+  // fresh ticket, once the screen is back.
+  await screen.stop();
+  await page.locator('.desk-conn.reconnecting').waitFor({ timeout: 20_000 });
+  await shot(page, 'desktop-01-reconnecting');
+  await screen.restart();
+  await checkScreen(page, 'after the screen came back');
+  log('the connection dropped and came back by itself');
 
   // Take over: berthd says a person holds it, and the page reconnects as a control viewer.
   await page.getByRole('button', { name: 'Take over', exact: true }).click();
@@ -205,11 +228,15 @@ async function withScreen(browser, berthd, base, id) {
   const lp = await anon.newPage();
   lp.setDefaultTimeout(kStep);
   watchPage(lp, 'view link');
-  const vt = await berthd.api('POST', '/v1/workspaces/desk/desktop/tickets', { mode: 'view' });
-  check(vt.status === 201, `a view ticket: ${vt.status}`);
-  await lp.goto(`${base}/desktop.html#ws=${id}&ticket=${vt.body.ticket}&mode=view`);
+  // Made on the tab ("Share this desktop"), opened where no one is signed in.
+  await page.getByText('Share this desktop').click();
+  await page.getByRole('button', { name: 'Make a view link' }).click();
+  const link = await page.getByLabel('The view link').inputValue();
+  const ticket = /[#&]ticket=(dt_[0-9a-f]{64})/.exec(link)?.[1];
+  check(link.startsWith(`${base}/desktop.html#ws=`) && ticket && link.includes('mode=view'), `the view link: ${link}`);
+  await lp.goto(link);
   await checkScreen(lp, 'the view link');
-  check(!lp.url().includes(vt.body.ticket), `the ticket stays in the address bar: ${lp.url()}`);
+  check(!lp.url().includes(ticket), `the ticket stays in the address bar: ${lp.url()}`);
   await lp.locator('.desk-who').filter({ hasText: 'The agent has control' }).waitFor();
   await lp.getByRole('button', { name: 'Take over', exact: true }).click();
   const refused = lp.getByRole('alert').filter({ hasText: 'Taking over failed' });

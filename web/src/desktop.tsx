@@ -182,6 +182,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
     let timer = 0;
     let rfb: RFB | null = null;
     let sizeWatch: MutationObserver | null = null;
+    let everOpened = false;  // once the screen was there, a failure is a passing one (a reboot)
     const retry = () => {
       attempt += 1;
       setConn({ kind: 'reconnecting', attempt, at: Date.now() + backoffMs(attempt) });
@@ -219,6 +220,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
       r.background = '#1b1f24';
       r.addEventListener('connect', () => {
         opened = true;
+        everOpened = true;
         attempt = 0;
         setConn({ kind: 'connected', mode });
         setControlNonce((n) => n + 1);  // a link's control routes open with its viewer
@@ -242,7 +244,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
             : { kind: 'failed', text: 'The desktop could not be opened with this link: it may have been used already or have expired (a link must be opened within 60 s of being made), or the workspace has no screen.' });
           return;
         }
-        if (opened) {
+        if (opened || everOpened) {
           retry();
           return;
         }
@@ -349,7 +351,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
           {!mine && <button type="button" disabled={!!busy || !canAct} onClick={() => void act('takeover')}>Take over</button>}
         </div>
       )}
-      <div class="desk-bar">
+      <div class="desk-bar" hidden={conn.kind === 'failed'}>
         <p class={`desk-who ${mine ? 'mine' : ''}`} role="status">
           <strong>{mine ? 'You have control' : 'You are watching'}</strong>
           <span class="desk-holder">{holderText}</span>
@@ -391,6 +393,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
         <div class="desk-screen" ref={host} role="region" aria-label="The workspace's screen"
              style={screen ? { aspectRatio: `${screen.w} / ${screen.h}` } : undefined} />
       </div>
+      {access.kind === 'session' && conn.kind !== 'failed' && <ShareLink ws={access.ws} />}
     </div>
   );
 }
@@ -456,7 +459,6 @@ export function DesktopTab({ ws, state, visible, onStart }:
         </div>
       )}
       {running && <DesktopView access={access} running={visible} visible={visible} />}
-      {running && <ShareLink ws={ws} />}
     </div>
   );
 }
