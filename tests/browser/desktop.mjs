@@ -202,6 +202,15 @@ async function withScreen(browser, berthd, base, id, screen) {
   log(`taken over: ${taken.by} holds control; input reached the screen (${JSON.stringify(input.data)})`);
   await shot(page, 'desktop-02-control');
 
+  // Another tab shown meanwhile: the control viewer stays open (berthd would hand control back
+  // to the agent 30 s after the last one closed).
+  await page.getByRole('link', { name: 'Files' }).click();
+  await page.waitForTimeout(1500);
+  const hiddenConn = await page.evaluate(() => document.querySelector('.desk-conn')?.className ?? '');
+  check(hiddenConn.includes('connected'), `in control, with the Files tab shown, the screen is "${hiddenConn}"`);
+  await page.getByRole('link', { name: 'Desktop' }).click();
+  await page.locator('.desktop[data-mode="control"] .desk-conn.connected').waitFor();
+
   // Hand back with a note.
   await page.getByLabel('Note for the agent (optional)').fill('signed in; carry on');
   await page.getByRole('button', { name: 'Hand back' }).click();

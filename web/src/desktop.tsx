@@ -147,7 +147,8 @@ function backoffMs(attempt: number): number {
 
 /**
  * The screen, the control bar and the help banner. `running` false: no connection is made
- * (the caller says why and offers Start).
+ * (the caller says why and offers Start); `visible` false: none either, unless this person
+ * holds control.
  */
 export function DesktopView({ access, running, visible = true }: { access: DesktopAccess; running: boolean; visible?: boolean }) {
   const host = useRef<HTMLDivElement>(null);
@@ -168,12 +169,15 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
   const mode: Mode = access.fixedMode ?? (mine ? 'control' : 'view');
   const viewOnly = !(mode === 'control' && mine);
   const connected = conn.kind === 'connected';
+  // Connected while shown, and while this person holds control even when another tab is shown
+  // (berthd hands control back once the last control viewer has been gone for its grace).
+  const live = running && (visible || mine);
   // A link's ticket opens the control routes only while its viewer is open.
   const canAct = !!control && (access.kind === 'session' || connected);
 
   // One viewer at a time: a fresh ticket for each connection, again (with back-off) when it drops.
   useEffect(() => {
-    if (!running) {
+    if (!live) {
       setConn({ kind: 'idle' });
       return;
     }
@@ -269,7 +273,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
       }
       setScreen(null);
     };
-  }, [access, running, mode, retryNonce]);
+  }, [access, live, mode, retryNonce]);
 
   useEffect(() => {
     const r = rfbRef.current;
@@ -458,7 +462,7 @@ export function DesktopTab({ ws, state, visible, onStart }:
           {error && <ErrorNote message={error} />}
         </div>
       )}
-      {running && <DesktopView access={access} running={visible} visible={visible} />}
+      {running && <DesktopView access={access} running visible={visible} />}
     </div>
   );
 }
