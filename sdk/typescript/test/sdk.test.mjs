@@ -3,8 +3,13 @@
 // files, previews, and errors mapped to their types; the transport's deadline, Retry-After
 // and retry rules against small local stand-in servers.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import './localhost_dns.mjs';
 import { startBerthd, waitFor } from './harness.mjs';
@@ -272,6 +277,57 @@ describe('files', () => {
     for await (const c of await ws.files.download(`${dir}/bin`)) chunks.push(...c);
     assert.deepEqual(chunks, [0, 1, 2, 255]);
     await assert.rejects(ws.files.read('relative/path'), InvalidArgumentError);
+  });
+});
+
+describe('uploads (node:http; a file read by the SDK itself)', () => {
+  test('a file stream (whole, a start/end range), a FIFO, a stream already read from, an iterable, a Blob', async () => {
+    const dir = `${berthd.tmp}/uploads`;
+    const local = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-sdk-ts-up-'));
+    try {
+      // 3.5 MiB: more pieces than the pool's four buffers, the last one short.
+      const data = crypto.randomBytes(3.5 * (1 << 20));
+      const src = path.join(local, 'src.bin');
+      fs.writeFileSync(src, data);
+      const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
+      const info = await ws.files.upload(`${dir}/whole.bin`, fs.createReadStream(src));
+      assert.equal(info.size, data.length);
+      assert.equal(sha(fs.readFileSync(`${dir}/whole.bin`)), sha(data));
+      await ws.files.upload(`${dir}/range.bin`, fs.createReadStream(src, { start: 1000, end: 2_500_000 }));
+      assert.ok(fs.readFileSync(`${dir}/range.bin`).equals(data.subarray(1000, 2_500_001)));
+      fs.writeFileSync(path.join(local, 'empty'), '');
+      await ws.files.upload(`${dir}/empty.bin`, fs.createReadStream(path.join(local, 'empty')));
+      assert.equal(fs.statSync(`${dir}/empty.bin`).size, 0);
+      // A FIFO has no size: streamed as it comes.
+      const fifo = path.join(local, 'fifo');
+      spawnSync('mkfifo', [fifo]);
+      const writer = fs.createWriteStream(fifo);
+      const up = ws.files.upload(`${dir}/fifo.bin`, fs.createReadStream(fifo));
+      writer.end(data.subarray(0, 100_000));
+      assert.equal((await up).size, 100_000);
+      // A stream someone already read from goes on from where it is.
+      const partly = fs.createReadStream(src, { highWaterMark: 1024 });
+      const first = await new Promise((resolve) => partly.once('readable', () => resolve(partly.read(1024))));
+      assert.equal(first.length, 1024);
+      await ws.files.upload(`${dir}/rest.bin`, partly);
+      assert.ok(fs.readFileSync(`${dir}/rest.bin`).equals(data.subarray(1024)));
+      async function* pieces() {
+        yield 'text, ';
+        yield data.subarray(0, 10);
+      }
+      assert.equal((await ws.files.upload(`${dir}/iter.bin`, pieces())).size, 16);
+      assert.equal((await ws.files.write(`${dir}/blob.txt`, new Blob(['blob']))).size, 4);
+      // berthd's answer to a bad request is its typed error, before or during the body.
+      await assert.rejects(ws.files.upload(`${dir}/whole.bin/under-a-file`, fs.createReadStream(src)),
+                           (e) => e instanceof BerthError && e.status >= 400 && e.status < 500);
+      const deadline = ws.files.upload(`${dir}/slow.bin`, (async function* () {
+        yield data.subarray(0, 10);
+        await new Promise((r) => setTimeout(r, 2000));
+      })(), { requestTimeoutMs: 300 });
+      await assert.rejects(deadline, TimeoutError);
+    } finally {
+      fs.rmSync(local, { recursive: true, force: true });
+    }
   });
 });
 
