@@ -22,7 +22,7 @@ export interface ControlState {
   reason: string | null;
   private: boolean;
   /** The agent asking a person for help (request_human); absent from older berthds. */
-  request?: { reason?: string | null; since?: string | null } | null;
+  request?: { reason?: string | null; since?: string | null; by?: string | null; taken?: unknown } | null;
 }
 
 interface Ticket {
@@ -351,7 +351,8 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
       {request && (
         <div class="help-request" role="alert">
           <p><strong>The agent asks for help:</strong> <span class="help-reason">{request.reason ?? ''}</span>
-            {request.since && <span class="muted"> (since {formatTime(request.since)})</span>}</p>
+            {request.since && <span class="muted"> (since {when(request.since)})</span>}
+            {!!request.taken && control?.holder === 'human' && <span class="muted"> A person has taken over.</span>}</p>
           {!mine && <button type="button" disabled={!!busy || !canAct} onClick={() => void act('takeover')}>Take over</button>}
         </div>
       )}
