@@ -289,7 +289,8 @@ async function withScreen(browser, berthd, base, id, screen) {
 
   // --- Phone width, with the agent asking for help (the control answer rewritten here: the
   // field is new). Its reason is the agent's text, shown as text.
-  const phone = await browser.newContext({ viewport: kViewports.phone, isMobile: true, hasTouch: true });
+  // In the dark colour scheme, so the page's dark palette is checked (axe-core's contrast) too.
+  const phone = await browser.newContext({ viewport: kViewports.phone, isMobile: true, hasTouch: true, colorScheme: 'dark' });
   const pp = await phone.newPage();
   pp.setDefaultTimeout(kStep);
   watchPage(pp, 'phone');
