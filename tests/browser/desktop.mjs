@@ -361,6 +361,8 @@ async function main() {
     console.log(`FAIL ${T}: qemu-system-x86_64 is missing (scripts/setup installs it)`);
     return 1;
   }
+  // A stray rejection (a route handler's, say) fails the run but never skips the cleanup below.
+  process.on('unhandledRejection', (e) => problems.push(`unhandled rejection: ${e?.stack ?? e}`));
   const berthd = await startBerthd({ config: { web_root: dist } });
   let browser = null;
   try {
