@@ -1,7 +1,10 @@
 # The Python SDK (sdk/python, issue 16) against the real berthd on --transport unix (a host
 # berth-agent per workspace, no VM): every method of Workspace and AsyncWorkspace, errors by
 # type, Retry-After and deadlines (stand-in servers), a stream cut by a stop, 1 GiB up and down
-# (sync and async clients) with the client's peak RSS flat, E2B's quick start ported. On
+# (sync and async clients) with the client's peak RSS flat, E2B's quick start ported, and the
+# desktop's screenshots and actions against a real RFB server (qemu-system-x86_64 -S with a VGA
+# screen on the workspace's VNC socket, as desktop_support.cc runs it; scripts/setup installs
+# it), LockedError during a takeover, and actions refused locally with berthd's limits. On
 # Debian's interpreter and packages (python3-httpx, python3-pytest: scripts/setup). The 1 GiB
 # transfers take most of its time (see the test's output); the ASan berthd is slower.
 add_test(NAME integration_sdk_python

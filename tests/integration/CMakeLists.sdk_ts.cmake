@@ -1,7 +1,9 @@
 # The TypeScript SDK (sdk/typescript, issue 16; scripts/setup runs `npm ci` there): `npm test`
 # builds it with tsc and runs its node:test files against a real berthd on --transport unix (a
 # real berth-agent per workspace as a host process, no VM): every method, errors, 1 GiB up and
-# down with a flat RSS, and E2B's quick-start ported. The 1 GiB transfers take most of its time
+# down with a flat RSS, E2B's quick-start ported, and the desktop's screenshots and actions
+# against a real RFB server (test/desktop.test.mjs: qemu-system-x86_64 -S with a VGA screen on
+# the workspace's VNC socket, as desktop_support.cc runs it). The 1 GiB transfers take most of its time
 # (see the test's output); the ASan berthd of build-asan/ is slower, hence the timeout.
 find_program(BERTH_NPM npm)
 if(NOT BERTH_NPM)
