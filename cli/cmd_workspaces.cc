@@ -25,6 +25,7 @@ struct CreateOptions {
   std::string idle_action;
   std::string max_runtime;
   bool no_auto_start = false;
+  std::string screen;
   std::vector<std::string> env;
   std::vector<std::string> labels;
   std::string idempotency_key;
@@ -63,6 +64,7 @@ Result<v1::CreateWorkspace> CreateRequest(const CreateOptions& o) {
     request.max_runtime = seconds->count();
   }
   if (o.no_auto_start) request.auto_start = false;
+  if (!o.screen.empty()) request.screen = o.screen;
   if (!o.env.empty()) {
     auto env = KeyValues(o.env, "--env");
     if (!env) return Fail(env.error());
@@ -309,6 +311,7 @@ void AddWorkspaceCommands(Builder& b) {
       ->check(CLI::IsMember({"stop", "hibernate"}));
   create->add_option("--max-runtime", c->max_runtime, "stop after this long running (8h)");
   create->add_flag("--no-auto-start", c->no_auto_start, "do not start it on exec or file calls");
+  create->add_option("--screen", c->screen, "the desktop image's screen, WIDTHxHEIGHT (default 1280x800)");
   // One value per flag, so that a positional after it stays one.
   create->add_option("--env", c->env, "K=V environment for every process (repeatable)")
       ->allow_extra_args(false);

@@ -331,12 +331,13 @@ Status Daemon::Start() {
   mcp_pool_ = std::make_unique<boost::asio::thread_pool>(8);
   // /mcp in-process: each session acts through a LocalBackend as the key's principal, calling
   // the workspace service and the agents directly (no loopback HTTP).
-  mcp::BackendFactory backends = [this](http::Exchange&, const std::string& key)
+  mcp::BackendFactory backends = [this](http::Exchange& ex, const std::string& key)
       -> Result<std::shared_ptr<mcp::Backend>> {
     auto principal = auth_->Authenticate("Bearer " + key);
     if (!principal) return Fail(principal.error());
+    std::string origin = fmt::format("{}://{}", ex.secure() ? "https" : "http", ex.header(boost::beast::http::field::host));
     return std::make_shared<api::LocalBackend>(*service_, *previews_, io_, *principal, mcp_calls_, desktop_.get(),
-                                               pool_.get());
+                                               pool_.get(), std::move(origin));
   };
   mcp_ = std::make_unique<mcp::McpHttpContext>(*mcp_pool_, std::move(backends));
   // The desktop's events go to the workspace's timeline (SQLite: on the API pool, in order).

@@ -184,6 +184,11 @@ class Backend {
   virtual Result<nlohmann::json> DesktopControl(std::string_view ws,
                                                 std::optional<std::chrono::seconds> wait_release,
                                                 Deadline deadline) = 0;
+  // Asks a person to take over (the reason shows on the desktop page) and waits up to
+  // `timeout` for them to take over and hand back: the control state then, with `answered`
+  // (they did) and `url` (the desktop page).
+  virtual Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason,
+                                                     std::chrono::seconds timeout, Deadline deadline) = 0;
 
   // --- the guest network: the API's answer of GET|PATCH …/network (docs/api.md, "Network") ---
   virtual Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) = 0;

@@ -663,6 +663,24 @@ Result<nlohmann::json> FakeBackend::DesktopControl(std::string_view ws, std::opt
                         {"reason", ""}, {"private", false}};
 }
 
+Result<nlohmann::json> FakeBackend::DesktopRequestHuman(std::string_view ws, std::string_view reason,
+                                                        std::chrono::seconds, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DesktopRequestHuman", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  const bool answered = reason != "nobody";
+  nlohmann::json handback = answered ? nlohmann::json{{"note", fmt::format("done: {}", reason)},
+                                                      {"by", "person"},
+                                                      {"cause", "released"},
+                                                      {"at", "2026-01-01T00:00:00Z"},
+                                                      {"request", reason}}
+                                     : nlohmann::json(nullptr);
+  return nlohmann::json{{"holder", "agent"}, {"since", nullptr}, {"by", nullptr}, {"lease_expires", nullptr},
+                        {"reason", nullptr}, {"private", false}, {"request", nullptr}, {"handback", handback},
+                        {"answered", answered}, {"url", fmt::format("http://berth.test/w/{}/desktop", ws)}};
+}
+
 std::optional<nlohmann::json> FakeBackend::LastActionsForTest() const {
   std::lock_guard lock(mutex_);
   return last_actions_;

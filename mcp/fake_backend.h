@@ -85,6 +85,9 @@ class FakeBackend : public Backend {
   // The agent holds it.
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) override;
+  // A person answers at once with the note "done: <reason>" (reason "nobody": nobody comes).
+  Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason, std::chrono::seconds timeout,
+                                             Deadline deadline) override;
 
   // --- test controls ---
   // The last actions request, as the tools built it.

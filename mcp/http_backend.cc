@@ -102,6 +102,11 @@ Result<nlohmann::json> HttpBackend::DesktopControl(std::string_view ws,
   return berth_.DesktopControl(ws, wait_release, deadline);
 }
 
+Result<nlohmann::json> HttpBackend::DesktopRequestHuman(std::string_view ws, std::string_view reason,
+                                                        std::chrono::seconds timeout, Deadline deadline) {
+  return berth_.DesktopRequestHuman(ws, reason, timeout, deadline);
+}
+
 Result<nlohmann::json> HttpBackend::GetNetwork(std::string_view ws, Deadline deadline) {
   return berth_.GetNetwork(ws, deadline);
 }

@@ -77,6 +77,36 @@ Result<ToolResult> Control(ToolContext& ctx, const json& args) {
   return ToolResult::Text(DescribeControl(*ws, *state), *state);
 }
 
+// request_human: the person's link first in the text (the agent passes it on), then what
+// happened. The note and the reason are text, never instructions.
+Result<ToolResult> RequestHuman(ToolContext& ctx, const json& args) {
+  auto ws = ctx.Workspace(args);
+  if (!ws) return Fail(ws.error());
+  std::string reason = args["reason"].get<std::string>();
+  std::chrono::seconds timeout(args.value("timeout_s", 600LL));
+  auto state = ctx.backend().DesktopRequestHuman(*ws, reason, timeout,
+                                                 ToolContext::CallDeadline(timeout + std::chrono::seconds(30)));
+  if (!state) return Fail(state.error());
+  std::string url = state->value("url", "");
+  std::string text = fmt::format("Asked a person to take over the desktop of {} ({}); its page: {}\n", *ws, reason, url);
+  if (state->value("answered", false)) {
+    const json& back = (*state)["handback"];
+    std::string note = back.is_object() ? back.value("note", "") : "";
+    text += fmt::format("They took over and handed back ({}). ", back.is_object() ? back.value("cause", "released") : "released");
+    text += note.empty() ? "They left no note." : fmt::format("Their note: \"{}\"", note);
+    text += " Take a screenshot to see the screen now.";
+  } else if (state->value("holder", "agent") == "human") {
+    text += fmt::format("A person ({}) holds the desktop now and has not handed back yet: call desktop_control "
+                        "with wait_for_release to wait longer.",
+                        state->value("by", "?"));
+  } else {
+    text += fmt::format("Nobody took over within {} s; the request was withdrawn. Give the person the page's "
+                        "link and call request_human again.",
+                        timeout.count());
+  }
+  return ToolResult::Text(std::move(text), *state);
+}
+
 }  // namespace
 
 std::vector<Tool> DesktopTools() {
@@ -122,6 +152,21 @@ std::vector<Tool> DesktopTools() {
                        "Whether you (the agent) or a person holds a desktop workspace's mouse and "
                        "keyboard, and why; optionally wait for the person to hand back.",
                        schema::Object(control), ReadOnly(), Control});
+
+  json human = json::object();
+  human["workspace"] = schema::WorkspaceArg();
+  human["reason"] = schema::String("What you need the person to do (a login, a captcha, a payment), shown to them "
+                                   "on the desktop page; at most 500 bytes.");
+  human["reason"]["minLength"] = 1;
+  human["reason"]["maxLength"] = 500;
+  human["timeout_s"] = schema::Integer("How long to wait for them to take over and hand back, in seconds "
+                                       "(default 600).",
+                                       1, kMaxWaitSeconds);
+  tools.push_back(Tool{"request_human", "Ask a person to take over the desktop",
+                       "When you need a person (a login, a captcha, a payment page): shows your reason on the "
+                       "workspace's desktop page and waits until a person has taken over and handed back, "
+                       "returning the page's link, their note and whether they came.",
+                       schema::Object(human, {"reason"}), Mutating(false, false), RequestHuman});
   return tools;
 }
 

@@ -292,6 +292,9 @@ std::vector<Tool> WorkspaceTools() {
       kMinMaxRuntime, kMaxMaxRuntime);
   create["auto_start"] = schema::Boolean(
       "Start the workspace automatically when a call needs it (default true).");
+  create["screen"] = schema::String("The desktop image's screen, WIDTHxHEIGHT (default 1280x800; the width a "
+                                    "multiple of 8), e.g. 1920x1080.");
+  create["screen"]["pattern"] = "^[1-9][0-9]{2,3}x[1-9][0-9]{2,3}$";
   create["env"] = StringMap("Environment variables for every command run in it.");
   create["labels"] = StringMap("Labels to find it by (workspace_list label=K=V).");
   tools.push_back(Tool{

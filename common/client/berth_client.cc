@@ -183,6 +183,13 @@ Result<nlohmann::json> BerthClient::DesktopControl(std::string_view ws,
   return AnObject(Call(verb::get, target, std::nullopt, deadline), target);
 }
 
+Result<nlohmann::json> BerthClient::DesktopRequestHuman(std::string_view ws, std::string_view reason,
+                                                        std::chrono::seconds timeout, Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/desktop/control/request");
+  nlohmann::json body = {{"reason", reason}, {"timeout_s", timeout.count()}};
+  return AnObject(Call(verb::post, target, body, deadline), target);
+}
+
 Result<nlohmann::json> BerthClient::GetNetwork(std::string_view ws, Deadline deadline) const {
   std::string target = WorkspaceRoute(ws, "/network");
   return AnObject(Call(verb::get, target, std::nullopt, deadline), target);

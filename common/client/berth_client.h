@@ -155,6 +155,10 @@ class BerthClient {
   // GET …/desktop/control, waiting up to `wait_release` for a person to hand back when set.
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) const;
+  // POST …/desktop/control/request {reason, timeout_s}: asks a person to take over and waits
+  // up to `timeout` for their hand-back; the state then, with `answered` and `url`.
+  Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason,
+                                             std::chrono::seconds timeout, Deadline deadline) const;
 
   // --- the guest network (docs/api.md, "Network"): the API's answer, a JSON object ---
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) const;

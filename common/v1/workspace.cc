@@ -159,6 +159,7 @@ json ToJson(const Workspace& ws) {
   j["idle_action"] = IdleActionName(ws.idle_action);
   j["max_runtime"] = OptionalJson(ws.max_runtime);
   j["auto_start"] = ws.auto_start;
+  j["screen"] = ws.screen;
   j["env"] = ToJson(ws.env);
   j["labels"] = ToJson(ws.labels);
   j["state"] = StateName(ws.state);
@@ -182,6 +183,7 @@ Result<Workspace> WorkspaceFromJson(const json& j) {
   Workspace ws;
   Reader r(j, "workspace");
   std::optional<IdleAction> idle_action;
+  std::optional<std::string> screen;  // absent from a berthd older than the setting
   r.String("id", ws.id)
       .String("name", ws.name)
       .String("tenant", ws.tenant)
@@ -194,6 +196,7 @@ Result<Workspace> WorkspaceFromJson(const json& j) {
       .Integer("idle_timeout", ws.idle_timeout, 0, kMaxSeconds)
       .OptInteger("max_runtime", ws.max_runtime, 0, kMaxSeconds)
       .Bool("auto_start", ws.auto_start)
+      .OptString("screen", screen)
       .Strings("env", ws.env)
       .Strings("labels", ws.labels)
       .OptString("error", ws.error, kMaxTextBytes)
@@ -205,6 +208,7 @@ Result<Workspace> WorkspaceFromJson(const json& j) {
   ReadIdleAction(r, idle_action, true);
   ReadState(r, ws.state);
   if (r.ok() && idle_action) ws.idle_action = *idle_action;
+  if (screen) ws.screen = *screen;
   if (const json* awake = r.Find("awake"); r.ok() && awake) {
     auto parsed = AwakeFromJson(*awake);
     if (!parsed) {
@@ -237,6 +241,7 @@ json ToJson(const CreateWorkspace& c) {
   if (c.idle_action) j["idle_action"] = IdleActionName(*c.idle_action);
   if (c.max_runtime) j["max_runtime"] = *c.max_runtime;
   if (c.auto_start) j["auto_start"] = *c.auto_start;
+  if (c.screen) j["screen"] = *c.screen;
   if (c.env) j["env"] = ToJson(*c.env);
   if (c.labels) j["labels"] = ToJson(*c.labels);
   return j;
@@ -246,7 +251,7 @@ Result<CreateWorkspace> CreateWorkspaceFromJson(const json& j) {
   CreateWorkspace c;
   Reader r(j, "create request");
   r.OnlyFields({"name", "image", "size", "cpus", "memory_mib", "disk_gib", "idle_timeout",
-                "idle_action", "max_runtime", "auto_start", "env", "labels"})
+                "idle_action", "max_runtime", "auto_start", "screen", "env", "labels"})
       .String("name", c.name)
       .OptString("image", c.image)
       .OptString("size", c.size)
@@ -256,6 +261,7 @@ Result<CreateWorkspace> CreateWorkspaceFromJson(const json& j) {
       .OptInteger("idle_timeout", c.idle_timeout, 0, kMaxSeconds)
       .OptInteger("max_runtime", c.max_runtime, 0, kMaxSeconds)
       .OptBool("auto_start", c.auto_start)
+      .OptString("screen", c.screen)
       .OptStrings("env", c.env)
       .OptStrings("labels", c.labels);
   ReadIdleAction(r, c.idle_action, false);

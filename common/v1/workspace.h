@@ -78,6 +78,7 @@ struct Workspace {
   IdleAction idle_action = IdleAction::kStop;
   std::optional<int64_t> max_runtime;  // seconds
   bool auto_start = true;
+  std::string screen = "1280x800";  // the desktop's, WIDTHxHEIGHT
   StringMap env;
   StringMap labels;
   State state = State::kCreating;
@@ -107,6 +108,7 @@ struct CreateWorkspace {
   std::optional<IdleAction> idle_action;
   std::optional<int64_t> max_runtime;  // seconds
   std::optional<bool> auto_start;
+  std::optional<std::string> screen;  // the desktop's, "1920x1080"
   std::optional<StringMap> env;
   std::optional<StringMap> labels;
 };

@@ -175,6 +175,19 @@ http::Task<Status> AgentConnector::Connect(bool allow_pooled) {
   co_return Status{};
 }
 
+http::Task<Result<http::Stream>> AgentConnector::OpenRaw() {
+  if (!target_.tunnel_port) co_return Fail(ErrorCode::kInternal, "a raw connection needs a tunnel port");
+  auto connected = co_await Connect(false);
+  if (!connected) co_return Fail(connected.error());
+  // The guest's server speaks second (HTTP, a WebSocket handshake): nothing of it may have
+  // been read past the agent's 101.
+  if (up_->buffer.size() != 0) co_return Fail(ErrorCode::kUnavailable, "the guest's server spoke before the request");
+  http::Stream stream = std::move(up_->stream);
+  up_.reset();
+  stream.expires_never();
+  co_return stream;
+}
+
 http::Task<Status> AgentConnector::Write(const Request& request, std::string_view body) {
   if (request.method() == bhttp::verb::head && !head_) {
     head_ = true;

@@ -106,6 +106,12 @@ class AgentConnector {
   // connection with the header written. The caller writes the body to its stream and then
   // calls ReadResponseHeader.
   http::Task<Result<Upstream*>> Open(const Request& request);
+
+  // A new connection through the target's tunnel (the target must have a port) with nothing
+  // sent on it yet, for a caller that speaks the guest server's protocol itself (the
+  // desktop's DevTools tunnel). The stream is the caller's from then on (no deadline set);
+  // the connector keeps nothing of it. Errors as for Open.
+  http::Task<Result<http::Stream>> OpenRaw();
   http::Task<Status> ReadResponseHeader();
 
   // Gives the connection back to the pool if its answer was read to the end, the agent keeps

@@ -89,6 +89,16 @@ http::Task<Result<desktop::ControlState>> WaitForDesktopRelease(workspace::Works
                                                         desktop::DesktopControl& control, std::string tenant_id,
                                                         std::string workspace_id, std::chrono::milliseconds timeout);
 
+// desktop_routes.cc: the agent asks a person to take over `ws`'s desktop for `reason` (shown on
+// the desktop page at `desktop_url`, and on the timeline); when `timeout` > 0, waits until the
+// person has taken over and handed back, and withdraws the request if nobody took over in
+// time. The control state then, with `answered` and `url`.
+http::Task<Result<nlohmann::json>> RequestHuman(workspace::WorkspaceService& service, desktop::DesktopService& desk,
+                                        workspace::Workspace ws, std::string by, std::string reason,
+                                        std::chrono::milliseconds timeout, std::string desktop_url);
+// The web UI's page of a workspace's desktop, at the address the request came to.
+std::string DesktopPageUrl(http::Exchange& ex, const std::string& workspace_id);
+
 // session_routes.cc: /v1/sessions.
 void AddSessionRoutes(http::Router& router, ApiContext& ctx);
 // POST /v1/sessions: signing in, the one request besides health that carries no credential.
@@ -98,6 +108,16 @@ void AddAgentRoutes(http::Router& router, ApiContext& ctx);
 void AddPreviewRoutes(http::Router& router, ApiContext& ctx);
 // desktop_routes.cc; needs ctx.desktop.
 void AddDesktopRoutes(http::Router& router, ApiContext& ctx);
+// desktop_routes.cc: whether a browser page at the request's Origin may open the desktop:
+// berthd's own (the request's Host) or one the operator listed; no Origin (no browser) only
+// with a key.
+bool DesktopOriginAllowed(http::Exchange& ex, const desktop::DesktopConfig& config, bool key);
+// cdp_routes.cc: Chrome's open tabs in the workspace ([{url, title}], bounded), read through
+// the DevTools port within a few seconds; null when the workspace is not running or Chrome
+// does not answer. Never wakes a stopped workspace.
+http::Task<nlohmann::json> ChromeTabs(ApiContext& ctx, const workspace::Workspace& ws);
+// cdp_routes.cc: the DevTools tunnel, GET /v1/workspaces/{ws}/desktop/cdp[/...]; needs ctx.desktop.
+void AddDesktopCdpRoutes(http::Router& router, ApiContext& ctx);
 // A keyless request that a desktop ticket authenticates (the viewer's WebSocket with
 // ?ticket=, or a control route with the ticket's header): ApiServer::Handle lets it through to
 // those routes alone, which check the ticket.

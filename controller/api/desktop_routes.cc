@@ -3,6 +3,8 @@
 // "Desktop"; controller/desktop/). A request here is authenticated by an API key, or, for the
 // WebSocket and the control routes only, by a desktop ticket (IsDesktopTicketRequest: the
 // key check in ApiServer::Handle is skipped for them, and nothing else accepts a ticket).
+#include <functional>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -41,23 +43,6 @@ struct Caller {
   Scope scope = Scope::kRead;  // a key's
   std::optional<desktop::Ticket> ticket;
 };
-
-// A browser's page may only come from berthd itself (the request's own Host) or an origin the
-// operator listed; a client that sends no Origin is no browser, and must hold a key.
-bool OriginAllowed(http::Exchange& ex, const desktop::DesktopConfig& config, bool key) {
-  std::string origin(ex.header(field::origin));
-  if (origin.empty()) return key;
-  auto lower = [](std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  };
-  if (SameOrigin(origin, ex.header(field::host))) return true;
-  origin = lower(origin);
-  for (const auto& o : config.origins) {
-    if (lower(o) == origin) return true;
-  }
-  return false;
-}
 
 // The route's workspace for `caller`; another tenant's, or not the ticket's, is a 404.
 Result<workspace::Workspace> WorkspaceFor(ApiContext& ctx, http::Exchange& ex, const std::string& tenant) {
@@ -161,7 +146,7 @@ http::Task<void> Vnc(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   const bool key = HasKey(ex);
-  if (!OriginAllowed(ex, desk.config(), key)) {
+  if (!DesktopOriginAllowed(ex, desk.config(), key)) {
     co_await ex.SendError(Error(ErrorCode::kPermissionDenied, "this Origin may not open the desktop"));
     co_return;
   }
@@ -322,10 +307,16 @@ http::Task<void> ChangeControl(ApiContext& ctx, http::Exchange& ex, bool takeove
         reason = Fail(ErrorCode::kInvalidArgument, "'private' must be a boolean");
       }
     }
-    change = reason ? desk.control().Takeover(ws->id, caller->by, *reason, is_private) : Result<desktop::ControlChange>(Fail(reason.error()));
+    // Chrome's tabs as the person finds them, for the hand-back's summary to the agent.
+    nlohmann::json tabs = nullptr;
+    if (reason && desk.control().Get(ws->id).holder == desktop::Holder::kAgent) tabs = co_await ChromeTabs(ctx, *ws);
+    change = reason ? desk.control().Takeover(ws->id, caller->by, *reason, is_private, std::move(tabs))
+                    : Result<desktop::ControlChange>(Fail(reason.error()));
   } else {
     auto note = text("note", 2000);
-    change = note ? Result<desktop::ControlChange>(desk.control().Release(ws->id, caller->by, *note))
+    nlohmann::json tabs = nullptr;
+    if (note && desk.control().Get(ws->id).holder == desktop::Holder::kHuman) tabs = co_await ChromeTabs(ctx, *ws);
+    change = note ? Result<desktop::ControlChange>(desk.control().Release(ws->id, caller->by, *note, std::move(tabs)))
                   : Result<desktop::ControlChange>(Fail(note.error()));
   }
   if (!change) {
@@ -336,6 +327,55 @@ http::Task<void> ChangeControl(ApiContext& ctx, http::Exchange& ex, bool takeove
   desk.Record(std::move(change->events));
   auto out = change->state.ToJson();
   co_await ex.SendJson(status::ok, out);
+}
+
+// POST …/desktop/control/request {reason, timeout_s?}: the agent asks a person to take over
+// (shown on the desktop page); with timeout_s, waits until the person has taken over and handed
+// back. DELETE: withdraws the request.
+http::Task<void> HelpRequest(ApiContext& ctx, http::Exchange& ex, bool make) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  auto p = PrincipalOf(ex);
+  auto ws = WorkspaceFor(ctx, ex, p.tenant_id);
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  auto& desk = *ctx.desktop;
+  if (!make) {
+    auto change = desk.control().WithdrawHelp(ws->id, p.key_id);
+    desk.Record(std::move(change.events));
+    auto out = change.state.ToJson();
+    co_await ex.SendJson(status::ok, out);
+    co_return;
+  }
+  auto body = co_await ex.ReadJson();
+  Result<std::string> reason = Fail(ErrorCode::kInvalidArgument, "'reason' must be a string of 1 to 500 bytes");
+  int64_t timeout_s = 0;
+  if (body && body->is_object() && body->contains("reason") && (*body)["reason"].is_string()) {
+    std::string r = (*body)["reason"].get<std::string>();
+    if (!r.empty() && r.size() <= 500) reason = r;
+  }
+  if (body && body->is_object() && body->contains("timeout_s")) {
+    const auto& t = (*body)["timeout_s"];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > kMaxWait.count()) {
+      reason = Fail(ErrorCode::kInvalidArgument, "'timeout_s' must be an integer from 0 to 3600");
+    } else {
+      timeout_s = t.get<int64_t>();
+    }
+  }
+  if (!body) reason = Fail(body.error());
+  if (!reason) {
+    co_await ex.SendError(reason.error());
+    co_return;
+  }
+  std::string url = DesktopPageUrl(ex, ws->id);
+  std::chrono::milliseconds wait = std::chrono::seconds(timeout_s);
+  auto out = co_await RequestHuman(ctx.service, desk, std::move(*ws), p.key_id, std::move(*reason), wait, std::move(url));
+  if (!out) {
+    co_await ex.SendError(out.error());
+    co_return;
+  }
+  co_await ex.SendJson(status::ok, *out);
 }
 
 // The workspace of an eyes-or-hands route once `allowed` (a check of DesktopControl's: a
@@ -424,18 +464,82 @@ http::Task<void> Actions(ApiContext& ctx, http::Exchange& ex) {
 
 }  // namespace
 
-http::Task<Result<desktop::ControlState>> WaitForDesktopRelease(workspace::WorkspaceService& service,
-                                                        desktop::DesktopControl& control, std::string tenant_id,
-                                                        std::string workspace_id, std::chrono::milliseconds timeout) {
-  // Subscribed before the state is read again: a release between the two is not missed.
+// A browser's page may only come from berthd itself (the request's own Host) or an origin the
+// operator listed; a client that sends no Origin is no browser, and must hold a key.
+bool DesktopOriginAllowed(http::Exchange& ex, const desktop::DesktopConfig& config, bool key) {
+  std::string origin(ex.header(field::origin));
+  if (origin.empty()) return key;
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  if (SameOrigin(origin, ex.header(field::host))) return true;
+  origin = lower(origin);
+  for (const auto& o : config.origins) {
+    if (lower(o) == origin) return true;
+  }
+  return false;
+}
+
+static http::Task<desktop::ControlState> WaitForDesktop(workspace::WorkspaceService& service, desktop::DesktopControl& control,
+                                                 std::string tenant_id, std::string workspace_id,
+                                                 std::function<bool(const desktop::ControlState&)> done,
+                                                 std::chrono::milliseconds timeout) {
+  // Subscribed before the state is read again: a change between the two is not missed.
   auto changes = service.Subscribe(co_await boost::asio::this_coro::executor, tenant_id, workspace_id);
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (control.Get(workspace_id).holder == desktop::Holder::kHuman) {
+  while (!done(control.Get(workspace_id))) {
     auto change = co_await changes->Next(deadline);
     if (!change && (changes->closed() || std::chrono::steady_clock::now() >= deadline)) break;
   }
   desktop::ControlState state = control.Get(workspace_id);
   co_return state;
+}
+
+http::Task<Result<desktop::ControlState>> WaitForDesktopRelease(workspace::WorkspaceService& service,
+                                                        desktop::DesktopControl& control, std::string tenant_id,
+                                                        std::string workspace_id, std::chrono::milliseconds timeout) {
+  std::function<bool(const desktop::ControlState&)> released = [](const desktop::ControlState& s) {
+    return s.holder == desktop::Holder::kAgent;
+  };
+  auto state = co_await WaitForDesktop(service, control, std::move(tenant_id), std::move(workspace_id),
+                                       std::move(released), timeout);
+  co_return state;
+}
+
+http::Task<Result<nlohmann::json>> RequestHuman(workspace::WorkspaceService& service, desktop::DesktopService& desk,
+                                        workspace::Workspace ws, std::string by, std::string reason,
+                                        std::chrono::milliseconds timeout, std::string desktop_url) {
+  auto& control = desk.control();
+  auto change = control.RequestHelp(ws.id, by, reason);
+  const uint64_t request_id = change.state.request->id;
+  for (auto& e : change.events) e.data["url"] = desktop_url;
+  desk.Record(std::move(change.events));
+  service.NoteActivity(ws.id);
+  // Ours is open while the request is the same one (no newer request replaced it).
+  auto ours = [request_id](const desktop::ControlState& s) { return s.request && s.request->id == request_id; };
+  std::function<bool(const desktop::ControlState&)> settled = [ours](const desktop::ControlState& s) {
+    return !ours(s);
+  };
+  desktop::ControlState state = control.Get(ws.id);
+  if (timeout.count() > 0) {
+    state = co_await WaitForDesktop(service, control, ws.tenant_id, ws.id, std::move(settled), timeout);
+  }
+  if (timeout.count() > 0 && ours(state) && !state.request->taken) {
+    auto withdrawn = control.WithdrawHelp(ws.id, by);
+    desk.Record(std::move(withdrawn.events));
+    state = withdrawn.state;
+  }
+  nlohmann::json out = state.ToJson();
+  // Answered: a person took over after the request and has handed back since.
+  out["answered"] = state.handback && state.handback->request_id == request_id;
+  out["url"] = desktop_url;
+  Result<nlohmann::json> result = std::move(out);
+  co_return result;
+}
+
+std::string DesktopPageUrl(http::Exchange& ex, const std::string& workspace_id) {
+  return fmt::format("{}://{}/w/{}/desktop", ex.secure() ? "https" : "http", ex.header(field::host), workspace_id);
 }
 
 bool IsDesktopTicketRequest(http::Exchange& ex) {
@@ -464,6 +568,11 @@ void AddDesktopRoutes(http::Router& router, ApiContext& ctx) {
              [&ctx](http::Exchange& ex) { return ChangeControl(ctx, ex, false); });
   router.Add(verb::get, "/v1/workspaces/{ws}/desktop/screenshot", [&ctx](http::Exchange& ex) { return Screenshot(ctx, ex); });
   router.Add(verb::post, "/v1/workspaces/{ws}/desktop/actions", [&ctx](http::Exchange& ex) { return Actions(ctx, ex); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/desktop/control/request",
+             [&ctx](http::Exchange& ex) { return HelpRequest(ctx, ex, true); });
+  router.Add(verb::delete_, "/v1/workspaces/{ws}/desktop/control/request",
+             [&ctx](http::Exchange& ex) { return HelpRequest(ctx, ex, false); });
+  AddDesktopCdpRoutes(router, ctx);
 }
 
 }  // namespace berth::api

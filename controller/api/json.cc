@@ -62,6 +62,7 @@ v1::Workspace WorkspaceWire(const workspace::Workspace& ws,
                         : v1::IdleAction::kStop;
   out.max_runtime = ws.max_runtime_s;
   out.auto_start = ws.auto_start;
+  out.screen = ws.screen;
   out.env = StringMapOf(ws.env);
   out.labels = StringMapOf(ws.labels);
   out.state = StateWire(ws.state);

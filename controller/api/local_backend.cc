@@ -28,14 +28,15 @@ std::optional<workspace::State> ServiceState(v1::State state) {
 
 LocalBackend::LocalBackend(workspace::WorkspaceService& service, preview::PreviewService& previews,
                            asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls,
-                           desktop::DesktopService* desktop, asio::thread_pool* pool)
+                           desktop::DesktopService* desktop, asio::thread_pool* pool, std::string web_origin)
     : service_(service),
       previews_(previews),
       io_(io),
       principal_(std::move(principal)),
       calls_(std::move(calls)),
       desktop_(desktop),
-      pool_(pool) {}
+      pool_(pool),
+      web_origin_(std::move(web_origin)) {}
 
 bool McpCalls::Enter() {
   std::lock_guard lock(mutex_);
@@ -270,6 +271,23 @@ Result<nlohmann::json> LocalBackend::DesktopControl(std::string_view ws,
     return state->ToJson();
   }
   return control.Get(found->id).ToJson();
+}
+
+Result<nlohmann::json> LocalBackend::DesktopRequestHuman(std::string_view ws, std::string_view reason,
+                                                         std::chrono::seconds timeout, Deadline deadline) {
+  if (desktop_ == nullptr) return Fail(ErrorCode::kFailedPrecondition, "this berthd serves no desktop");
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  if (reason.empty() || reason.size() > 500) {
+    return Fail(ErrorCode::kInvalidArgument, "'reason' must be a string of 1 to 500 bytes");
+  }
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  // The answer must be sent before the call's own deadline.
+  auto wait = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(timeout),
+                       Remaining(deadline) - std::chrono::milliseconds(std::min<int64_t>(5000, Remaining(deadline).count() / 2)));
+  std::string url = fmt::format("{}/w/{}/desktop", web_origin_, found->id);
+  return Sync(RequestHuman(service_, *desktop_, *found, principal_.key_id, std::string(reason),
+                           std::max(wait, std::chrono::milliseconds(0)), std::move(url)));
 }
 
 Result<nlohmann::json> LocalBackend::GetNetwork(std::string_view ws, Deadline) {

@@ -61,10 +61,12 @@ class LocalBackend : public mcp::AgentBackend {
   // `io`: where the service's asynchronous calls resume (berthd's I/O context). `previews`:
   // berthd's preview grants and links. All must outlive the backend.
   // `desktop` and `pool` (berthd's desktop and its API pool): the desktop tools; without
-  // them those calls are failed_precondition.
+  // them those calls are failed_precondition. `web_origin`: where the MCP client reached
+  // berthd ("http://host:port"), for the desktop page's link request_human gives.
   LocalBackend(workspace::WorkspaceService& service, preview::PreviewService& previews,
                boost::asio::io_context& io, Principal principal, std::shared_ptr<McpCalls> calls,
-               desktop::DesktopService* desktop = nullptr, boost::asio::thread_pool* pool = nullptr);
+               desktop::DesktopService* desktop = nullptr, boost::asio::thread_pool* pool = nullptr,
+               std::string web_origin = {});
 
   Result<v1::Me> WhoAmI(Deadline deadline) override;
   Result<v1::Workspace> CreateWorkspace(const v1::CreateWorkspace& request, Deadline deadline) override;
@@ -84,6 +86,8 @@ class LocalBackend : public mcp::AgentBackend {
                                                 Deadline deadline) override;
   Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
                                         Deadline deadline) override;
+  Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason, std::chrono::seconds timeout,
+                                             Deadline deadline) override;
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) override;
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
@@ -109,6 +113,7 @@ class LocalBackend : public mcp::AgentBackend {
   std::shared_ptr<McpCalls> calls_;
   desktop::DesktopService* desktop_ = nullptr;
   boost::asio::thread_pool* pool_ = nullptr;
+  std::string web_origin_;
 };
 
 }  // namespace berth::api

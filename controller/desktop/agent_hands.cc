@@ -55,6 +55,7 @@ boost::asio::awaitable<Result<ActionsDone>> RunActions(DesktopService& desk, boo
     if (!client) return Fail(client.error());
     auto input = CompileActions(request, client->screen());
     if (!input) return Fail(input.error());
+    if (auto prepared = client->PrepareInput(deadline); !prepared) return Fail(prepared.error());
     return Opened{std::move(*client), std::move(*input)};
   });
   if (!opened) co_return Fail(opened.error());

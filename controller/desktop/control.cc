@@ -17,6 +17,20 @@ nlohmann::json ControlState::ToJson() const {
                                                       : nlohmann::json(nullptr)},
                       {"reason", reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(reason)},
                       {"private", is_private}};
+  j["request"] = request ? nlohmann::json{{"reason", request->reason},
+                                          {"since", v1::FormatTime(request->since)},
+                                          {"by", request->by},
+                                          {"taken", request->taken}}
+                         : nlohmann::json(nullptr);
+  j["handback"] = handback ? nlohmann::json{{"note", handback->note},
+                                            {"by", handback->by},
+                                            {"cause", handback->cause},
+                                            {"at", v1::FormatTime(handback->at)},
+                                            {"request", handback->request.empty() ? nlohmann::json(nullptr)
+                                                                                  : nlohmann::json(handback->request)},
+                                            {"tabs_before", handback->tabs_before},
+                                            {"tabs_after", handback->tabs_after}}
+                           : nlohmann::json(nullptr);
   return j;
 }
 
@@ -27,7 +41,7 @@ ControlState DesktopControl::Get(const std::string& workspace_id) const {
 }
 
 Result<ControlChange> DesktopControl::Takeover(const std::string& workspace_id, const std::string& by,
-                                               const std::string& reason, bool is_private) {
+                                               const std::string& reason, bool is_private, nlohmann::json tabs) {
   int64_t now = clock_();
   std::lock_guard lock(mutex_);
   Entry& e = entries_[workspace_id];
@@ -49,6 +63,8 @@ Result<ControlChange> DesktopControl::Takeover(const std::string& workspace_id, 
   e.state.lease_expires = now + options_.lease.count();
   e.state.reason = reason;
   e.state.is_private = is_private;
+  if (e.state.request) e.state.request->taken = true;
+  e.tabs_before = std::move(tabs);
   if (e.control_viewers == 0) e.grace_until = now + options_.viewer_grace.count();
   ControlEvent ev{workspace_id, "desktop_control_taken",
                   fmt::format("{} took over the desktop{}{}", by, is_private ? " (private)" : "",
@@ -62,21 +78,70 @@ Result<ControlChange> DesktopControl::Takeover(const std::string& workspace_id, 
 
 void DesktopControl::ReleaseLocked(const std::string& id, Entry& e, const std::string& by,
                                    const std::string& note, const std::string& cause, int64_t now,
-                                   std::vector<ControlEvent>& out) {
+                                   std::vector<ControlEvent>& out, nlohmann::json tabs_after) {
   FlushBurst(id, e.human, true, out);
   ControlEvent ev{id, "desktop_control_released",
                   fmt::format("control back to the agent ({}){}", cause, note.empty() ? "" : ": " + note)};
   ev.data = {{"by", by}, {"held_by", e.state.by}, {"cause", cause}, {"note", note},
              {"held_s", now - e.state.since}, {"private", e.state.is_private}};
+  Handback handback;
+  handback.note = note;
+  handback.by = by;
+  handback.cause = cause;
+  handback.at = now;
+  handback.tabs_before = std::move(e.tabs_before);
+  handback.tabs_after = std::move(tabs_after);
+  e.tabs_before = nullptr;
+  ev.data["tabs_before"] = handback.tabs_before;
+  ev.data["tabs_after"] = handback.tabs_after;
   out.push_back(std::move(ev));
+  std::optional<HelpRequest> request = std::move(e.state.request);
+  if (request && request->taken) {
+    handback.request = request->reason;
+    handback.request_id = request->id;
+    request.reset();  // answered
+  }
   e.state = ControlState{};
   e.state.since = now;
   e.state.by = by;
+  e.state.request = std::move(request);
+  e.state.handback = std::move(handback);
   e.grace_until.reset();
 }
 
+ControlChange DesktopControl::RequestHelp(const std::string& workspace_id, const std::string& by,
+                                          const std::string& reason) {
+  int64_t now = clock_();
+  std::lock_guard lock(mutex_);
+  Entry& e = entries_[workspace_id];
+  ControlChange out;
+  e.state.request = HelpRequest{next_request_++, reason, now, by, e.state.holder == Holder::kHuman};
+  ControlEvent ev{workspace_id, "desktop_help_requested", fmt::format("the agent asks a person to take over: {}", reason)};
+  ev.data = {{"by", by}, {"reason", reason}};
+  out.events.push_back(std::move(ev));
+  out.state = e.state;
+  return out;
+}
+
+ControlChange DesktopControl::WithdrawHelp(const std::string& workspace_id, const std::string& by) {
+  std::lock_guard lock(mutex_);
+  ControlChange out;
+  auto it = entries_.find(workspace_id);
+  if (it == entries_.end()) return out;
+  Entry& e = it->second;
+  if (e.state.request && !e.state.request->taken) {
+    ControlEvent ev{workspace_id, "desktop_help_withdrawn",
+                    fmt::format("the agent no longer waits for a person: {}", e.state.request->reason)};
+    ev.data = {{"by", by}, {"reason", e.state.request->reason}};
+    out.events.push_back(std::move(ev));
+    e.state.request.reset();
+  }
+  out.state = e.state;
+  return out;
+}
+
 ControlChange DesktopControl::Release(const std::string& workspace_id, const std::string& by,
-                                      const std::string& note) {
+                                      const std::string& note, nlohmann::json tabs) {
   int64_t now = clock_();
   std::lock_guard lock(mutex_);
   ControlChange out;
@@ -85,7 +150,7 @@ ControlChange DesktopControl::Release(const std::string& workspace_id, const std
     if (it != entries_.end()) out.state = it->second.state;
     return out;
   }
-  ReleaseLocked(workspace_id, it->second, by, note, "released", now, out.events);
+  ReleaseLocked(workspace_id, it->second, by, note, "released", now, out.events, std::move(tabs));
   out.state = it->second.state;
   return out;
 }
@@ -170,8 +235,11 @@ std::vector<ControlEvent> DesktopControl::Tick() {
         ReleaseLocked(id, e, "berthd", "", "viewer_gone", now, out);
       }
     }
-    // Nothing left to remember: the agent holds it, nobody watches, no burst is open.
-    if (e.state.holder == Holder::kAgent && e.viewers == 0 && !e.human && !e.agent) {
+    // Nothing left to remember: the agent holds it, nobody watches, no burst is open, no help
+    // request is open, and the last hand-back is old news (an hour: the agent has read it).
+    const bool recent_handback = e.state.handback && now - e.state.handback->at < kHandbackKept.count();
+    if (e.state.holder == Holder::kAgent && e.viewers == 0 && !e.human && !e.agent && !e.state.request &&
+        !recent_handback) {
       it = entries_.erase(it);
     } else {
       ++it;

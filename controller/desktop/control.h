@@ -45,6 +45,30 @@ struct ControlOptions {
 enum class Holder { kAgent, kHuman };
 std::string_view HolderName(Holder holder);
 
+// The agent asking a person to take over (MCP's request_human): shown on the desktop page until
+// the person who took over after it hands back, or the agent withdraws it.
+struct HelpRequest {
+  uint64_t id = 0;  // unique in this berthd: which request a hand-back answered
+  std::string reason;
+  int64_t since = 0;
+  std::string by;      // the key the agent acts as
+  bool taken = false;  // a person has taken over since it was made
+};
+
+// The last hand-back: what the person left for the agent.
+struct Handback {
+  std::string note;
+  std::string by;
+  std::string cause;  // released, lease expired, viewer gone, shutdown
+  int64_t at = 0;
+  std::string request;  // the reason of the help request it answered, if any
+  uint64_t request_id = 0;
+  // Chrome's tabs ([{url, title}], the guest's words) when the person took over and when they
+  // handed back; null when they could not be read (no Chrome, a lease that ran out).
+  nlohmann::json tabs_before;
+  nlohmann::json tabs_after;
+};
+
 struct ControlState {
   Holder holder = Holder::kAgent;
   int64_t since = 0;  // unix seconds; 0: the agent has held it since berthd started
@@ -52,6 +76,8 @@ struct ControlState {
   std::optional<int64_t> lease_expires;
   std::string reason;
   bool is_private = false;  // a private takeover: screenshots and page reads are refused too
+  std::optional<HelpRequest> request;
+  std::optional<Handback> handback;
   nlohmann::json ToJson() const;
 };
 
@@ -69,16 +95,28 @@ struct ControlChange {
 
 class DesktopControl {
  public:
+  // How long a workspace's last hand-back is kept once nothing else is (its state is memory).
+  static constexpr std::chrono::seconds kHandbackKept{3600};
+
   DesktopControl(ControlOptions options, std::function<int64_t()> clock)
       : options_(options), clock_(std::move(clock)) {}
 
   ControlState Get(const std::string& workspace_id) const;
   // A person takes over as `by`. Taking over again as the same `by` renews the lease;
   // failed_precondition while someone else holds it.
+  // `tabs`: Chrome's tabs as the person found them (null: unknown), for the hand-back's summary.
   Result<ControlChange> Takeover(const std::string& workspace_id, const std::string& by,
-                                 const std::string& reason, bool is_private);
+                                 const std::string& reason, bool is_private, nlohmann::json tabs = nullptr);
   // Hands control back to the agent; nothing changes (no event) when the agent holds it.
-  ControlChange Release(const std::string& workspace_id, const std::string& by, const std::string& note);
+  // `tabs`: Chrome's tabs as the person leaves them (null: unknown).
+  ControlChange Release(const std::string& workspace_id, const std::string& by, const std::string& note,
+                        nlohmann::json tabs = nullptr);
+  // The agent asks a person to take over, for `reason`; replaces an open request of its own.
+  // A person already holding control counts as having taken it.
+  ControlChange RequestHelp(const std::string& workspace_id, const std::string& by, const std::string& reason);
+  // The agent withdraws its request (it timed out waiting); nothing changes when none is open
+  // or a person has already taken over for it (their hand-back answers it).
+  ControlChange WithdrawHelp(const std::string& workspace_id, const std::string& by);
   // Whether input from a viewer in `mode` reaches the guest now: a control viewer's while a
   // person holds control, a view viewer's never.
   bool InputAllowed(const std::string& workspace_id, ViewerMode mode) const;
@@ -114,11 +152,13 @@ class DesktopControl {
     int control_viewers = 0;
     int viewers = 0;
     std::optional<int64_t> grace_until;  // set while a person holds control with no viewer
+    nlohmann::json tabs_before;          // Chrome's tabs at the takeover
     std::optional<Burst> human;
     std::optional<Burst> agent;
   };
   void ReleaseLocked(const std::string& id, Entry& e, const std::string& by, const std::string& note,
-                     const std::string& cause, int64_t now, std::vector<ControlEvent>& out);
+                     const std::string& cause, int64_t now, std::vector<ControlEvent>& out,
+                     nlohmann::json tabs_after = nullptr);
   static void FlushBurst(const std::string& id, std::optional<Burst>& burst, bool human,
                          std::vector<ControlEvent>& out);
 
@@ -126,6 +166,7 @@ class DesktopControl {
   std::function<int64_t()> clock_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;  // by workspace id; absent: the agent, no viewers
+  uint64_t next_request_ = 1;
 };
 
 }  // namespace berth::desktop

@@ -33,6 +33,11 @@ Result<DesktopConfig> ParseDesktopConfig(const nlohmann::json& j) {
       auto s = Seconds(v, k, 1, 7 * 24 * 3600);
       if (!s) return Fail(s.error());
       (k == "lease_s" ? out.lease_s : k == "viewer_grace_s" ? out.viewer_grace_s : out.handshake_timeout_s) = *s;
+    } else if (k == "cdp_port") {
+      if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > 65535) {
+        return Fail(ErrorCode::kInvalidArgument, "'cdp_port' must be a port number (1-65535)");
+      }
+      out.cdp_port = static_cast<uint16_t>(v.get<uint64_t>());
     } else if (k == "origins") {
       if (!v.is_array()) return Fail(ErrorCode::kInvalidArgument, "'origins' must be a list of strings");
       for (const auto& o : v) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -42,6 +43,10 @@ struct DesktopConfig {
   // Browser origins allowed besides berthd's own (the request's Host), e.g. the address of a
   // TLS proxy in front of berthd: "https://berth.example.com" ("origins").
   std::vector<std::string> origins;
+  // The guest port of Chrome's DevTools endpoint (the desktop image starts Chromium with
+  // --remote-debugging-port=9222 on the guest's loopback), which `…/desktop/cdp` tunnels to
+  // ("cdp_port").
+  uint16_t cdp_port = 9222;
   // Tests: where every workspace's VNC socket is (a QEMU or a fake RFB server the test runs);
   // unset: the workspace layout's run/vnc.sock.
   std::function<std::filesystem::path(const std::string& workspace_id)> vnc_socket_for_test;

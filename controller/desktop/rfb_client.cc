@@ -160,6 +160,25 @@ Status RfbClient::Handshake(Deadline deadline) {
   return Skip(name, deadline);
 }
 
+namespace {
+
+// SetEncodings: raw, and DesktopSize so a resize is told, not misread.
+std::string SetEncodings() {
+  std::string out("\x02\x00", 2);
+  Put16(out, 2);
+  Put32(out, static_cast<uint32_t>(kRawEncoding));
+  Put32(out, static_cast<uint32_t>(kDesktopSizeEncoding));
+  return out;
+}
+
+}  // namespace
+
+Status RfbClient::PrepareInput(Deadline deadline) {
+  if (encoded_) return {};
+  encoded_ = true;
+  return Send(SetEncodings(), deadline);
+}
+
 Result<Frame> RfbClient::Capture(Deadline deadline) {
   std::string out;
   if (!formatted_) {
@@ -170,12 +189,11 @@ Result<Frame> RfbClient::Capture(Deadline deadline) {
     Put16(out, 255);
     Put16(out, 255);
     out += std::string("\x10\x08\x00\x00\x00\x00", 6);
-    // SetEncodings: raw, and DesktopSize so a resize is told, not misread.
-    out += std::string("\x02\x00", 2);
-    Put16(out, 2);
-    Put32(out, static_cast<uint32_t>(kRawEncoding));
-    Put32(out, static_cast<uint32_t>(kDesktopSizeEncoding));
     formatted_ = true;
+  }
+  if (!encoded_) {
+    out += SetEncodings();
+    encoded_ = true;
   }
   // FramebufferUpdateRequest, not incremental: the whole screen.
   out += std::string("\x03\x00\x00\x00\x00\x00", 6);

@@ -51,6 +51,11 @@ class RfbClient {
   ScreenSize screen() const { return screen_; }
   // The whole screen, now (a non-incremental update, raw encoding, 32 bits a pixel).
   Result<Frame> Capture(Deadline deadline);
+  // Call once before input: SetEncodings (raw, DesktopSize). QEMU keeps a client that never
+  // sent SetEncodings in relative pointer mode whatever the guest's pointer device is (the
+  // first position is dropped and the rest move the guest's pointer by differences, which the
+  // guest accelerates); after it, QEMU sends absolute positions to the guest's tablet.
+  Status PrepareInput(Deadline deadline);
   // Writes client messages (KeyEvent, PointerEvent: rfb_input.h makes them) by `deadline`.
   Status Send(std::string_view messages, Deadline deadline);
 
@@ -62,7 +67,8 @@ class RfbClient {
 
   int fd_ = -1;
   ScreenSize screen_;
-  bool formatted_ = false;  // SetPixelFormat and SetEncodings sent
+  bool formatted_ = false;  // SetPixelFormat sent
+  bool encoded_ = false;    // SetEncodings sent
 };
 
 }  // namespace berth::desktop

@@ -172,6 +172,10 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_by_tenant ON sessions (tenant_id, key_id);
 )sql",
+      // 8: the desktop's screen size, chosen at create (fw_cfg opt/berth/screen).
+      R"sql(
+ALTER TABLE workspaces ADD COLUMN screen TEXT NOT NULL DEFAULT '1280x800';
+)sql",
   };
   return kMigrations;
 }

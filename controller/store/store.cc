@@ -14,7 +14,7 @@ constexpr std::string_view kWorkspaceColumns =
     "id, tenant_id, name, image, image_version, size, vcpus, memory_mib, disk_gib, "
     "idle_timeout_s, idle_action, max_runtime_s, auto_start, env, labels, state, error, "
     "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at, agent_port, "
-    "network, net_uid";
+    "network, net_uid, screen";
 
 Workspace ReadWorkspace(const Statement& s) {
   Workspace ws;
@@ -50,6 +50,7 @@ Workspace ReadWorkspace(const Statement& s) {
   auto policy = network::ParsePolicy(ParseJson(s.Text(25)).value_or(nlohmann::json()));
   ws.network = policy ? *policy : network::Policy{network::Egress::kNone, {}, {}};
   ws.net_uid = s.OptInt(26);
+  ws.screen = s.Text(27);
   return ws;
 }
 
@@ -255,7 +256,7 @@ Result<Event> Store::InsertWorkspace(const Workspace& ws, const NewEvent& event,
 Status Store::InsertWorkspaceLocked(const Workspace& ws) {
   auto stmt = db_.Prepare(fmt::format(
       "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       kWorkspaceColumns));
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.name).Bind(4, ws.image)
@@ -266,7 +267,8 @@ Status Store::InsertWorkspaceLocked(const Workspace& ws) {
       .Bind(16, workspace::StateName(ws.state)).Bind(17, ws.error).Bind(18, ws.transport)
       .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
       .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port)
-      .Bind(26, DumpJson(network::PolicyJson(ws.network))).Bind(27, ws.net_uid);
+      .Bind(26, DumpJson(network::PolicyJson(ws.network))).Bind(27, ws.net_uid)
+      .Bind(28, ws.screen);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,

@@ -72,6 +72,7 @@ hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const Imag
   spec.data_disk = layout.data_disk().string();
   spec.token_file = layout.token().string();
   spec.hostname = ws.name;
+  spec.screen = ws.screen;
   spec.serial_log = layout.serial_log().string();
   spec.vnc_socket = layout.vnc_socket().string();
   // A stable MAC from the UUID: the guest keeps its interface name and DHCP lease.

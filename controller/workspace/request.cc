@@ -73,11 +73,34 @@ std::string_view IdleActionName(IdleAction action) {
   return action == IdleAction::kHibernate ? "hibernate" : "stop";
 }
 
+Status ValidateScreen(std::string_view screen) {
+  auto bad = [&] {
+    return Fail(Invalid(fmt::format("'screen' must be WIDTHxHEIGHT, the width 640-3840 and a multiple of 8, the "
+                                    "height 480-2160 (e.g. \"1920x1080\"), not '{}'",
+                                    screen.substr(0, 32))));
+  };
+  size_t x = screen.find('x');
+  if (x == std::string_view::npos) return bad();
+  auto number = [](std::string_view s) -> int {
+    if (s.empty() || s.size() > 4 || s.front() == '0') return -1;
+    int n = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return -1;
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  };
+  int w = number(screen.substr(0, x));
+  int h = number(screen.substr(x + 1));
+  if (w < 640 || w > 3840 || w % 8 != 0 || h < 480 || h > 2160) return bad();
+  return {};
+}
+
 Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
   static const std::set<std::string, std::less<>> kKnown = {
       "name", "image", "size", "cpus", "memory_mib", "disk_gib", "idle_timeout", "idle_action",
-      "max_runtime", "auto_start", "env", "labels", "network"};
+      "max_runtime", "auto_start", "env", "labels", "network", "screen"};
   for (const auto& [k, v] : body.items()) {
     if (!kKnown.contains(k)) return Fail(Invalid(fmt::format("unknown field '{}'", k)));
   }
@@ -133,6 +156,11 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     auto n = Integer(body, "max_runtime", 60, kMaxDuration);
     if (!n) return Fail(n.error());
     r.max_runtime_s = *n;
+  }
+  if (body.contains("screen")) {
+    if (!body["screen"].is_string()) return Fail(Invalid("'screen' must be a string such as \"1920x1080\""));
+    r.screen = body["screen"].get<std::string>();
+    if (auto s = ValidateScreen(r.screen); !s) return Fail(s.error());
   }
   if (body.contains("auto_start")) {
     if (!body["auto_start"].is_boolean()) return Fail(Invalid("'auto_start' must be true or false"));

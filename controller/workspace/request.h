@@ -37,12 +37,16 @@ struct CreateRequest {
   IdleAction idle_action = IdleAction::kStop;
   std::optional<int64_t> max_runtime_s;
   bool auto_start = true;
+  std::string screen = "1280x800";
   nlohmann::json env = nlohmann::json::object();
   nlohmann::json labels = nlohmann::json::object();
   // The guest's egress policy ("network": {...}, controller/network/policy.h); open by default.
   network::Policy network;
 };
 Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
+// A desktop screen size, "WIDTHxHEIGHT": width 640-3840 and a multiple of 8 (the guest's video
+// mode is), height 480-2160.
+Status ValidateScreen(std::string_view screen);
 
 // Applies a PATCH body (name, labels, env, idle_timeout, idle_action, max_runtime, auto_start,
 // and the size: size or cpus/memory_mib, disk_gib, which may only grow) to `ws`. Unknown

@@ -268,6 +268,7 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
   ws.idle_action = request.idle_action;
   ws.max_runtime_s = request.max_runtime_s;
   ws.auto_start = request.auto_start;
+  ws.screen = request.screen;
   ws.env = request.env;
   ws.labels = request.labels;
   ws.network = request.network;

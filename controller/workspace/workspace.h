@@ -54,6 +54,8 @@ struct Workspace {
   IdleAction idle_action = IdleAction::kStop;
   std::optional<int64_t> max_runtime_s;
   bool auto_start = true;
+  // The desktop's screen, "WIDTHxHEIGHT", chosen at create; the guest sets it from fw_cfg.
+  std::string screen = "1280x800";
   nlohmann::json env = nlohmann::json::object();
   nlohmann::json labels = nlohmann::json::object();
   State state = State::kCreating;

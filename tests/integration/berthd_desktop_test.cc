@@ -91,6 +91,10 @@ int OpenViewer(RfbViewer& v, const std::string& ws, const std::string& mode, int
   return bpp;
 }
 
+// What berthd's own RFB client sends before the agent's input: SetEncodings (raw, DesktopSize),
+// without which QEMU would read the pointer as relative.
+const std::string kAgentEncodings("\x02\x00\x00\x02\x00\x00\x00\x00\xff\xff\xff\x21", 12);
+
 client::Headers TicketHeader(const std::string& ticket) {
   return {{"X-Berth-Desktop-Ticket", ticket}};
 }
@@ -428,7 +432,8 @@ TEST_CASE("desktop: the agent's actions reach the screen as RFB input byte for b
   CHECK(answer["done"] == 3);
   CHECK(answer["screen"] == json{{"width", 16}, {"height", 16}});  // the fake's ServerInit
   const uint32_t shift = 0xffe1, ctrl = 0xffe3;
-  std::string want = testing::PointerEvent(0, 3, 4) + testing::PointerEvent(1, 3, 4) + testing::PointerEvent(0, 3, 4) +
+  std::string want = kAgentEncodings + testing::PointerEvent(0, 3, 4) + testing::PointerEvent(1, 3, 4) +
+                     testing::PointerEvent(0, 3, 4) +
                      testing::KeyEvent(true, shift) + testing::KeyEvent(true, 'A') + testing::KeyEvent(false, 'A') +
                      testing::KeyEvent(false, shift) + testing::KeyEvent(true, shift) + testing::KeyEvent(true, '!') +
                      testing::KeyEvent(false, '!') + testing::KeyEvent(false, shift) + testing::KeyEvent(true, ctrl) +
@@ -489,7 +494,7 @@ TEST_CASE("desktop: berthd's /mcp desktop tools see the screen as an image block
                                   {{"workspace", hands}, {"actions", {{{"type", "key"}, {"keys", "Return"}}}}});
   INFO(act.dump());
   REQUIRE_FALSE(act.value("isError", false));
-  std::string want = testing::KeyEvent(true, 0xff0d) + testing::KeyEvent(false, 0xff0d);
+  std::string want = kAgentEncodings + testing::KeyEvent(true, 0xff0d) + testing::KeyEvent(false, 0xff0d);
   REQUIRE(testing::WaitFor([&] { return fake.received(fake.connections() - 1).size() >= want.size(); }));
   CHECK(fake.received(fake.connections() - 1) == want);
 
@@ -509,6 +514,57 @@ TEST_CASE("desktop: berthd's /mcp desktop tools see the screen as an image block
   Call(verb::post, "/v1/workspaces/" + hands + "/desktop/control/release", json{{"note", "done"}});
   REQUIRE(waiter.wait_for(20s) == std::future_status::ready);
   CHECK(waiter.get()["structuredContent"]["holder"] == "agent");
+}
+
+TEST_CASE("desktop: request_human shows the reason, waits for the person's takeover and hand-back, and "
+          "returns their note; unanswered, it is withdrawn",
+          "[desktop][mcp]") {
+  testing::RecordingRfbServer fake;
+  std::string ws = Workspace("mcp-human", fake.socket());
+  auto waiter = std::async(std::launch::async, [&] {
+    auto api = Berthd().Admin();
+    std::string session = testing::McpSession(api);
+    return testing::McpToolCall(api, session, "request_human",
+                                {{"workspace", ws}, {"reason", "solve the captcha"}, {"timeout_s", 60}});
+  });
+  // The request is on the desktop's state (the page shows it) and on the timeline, with the link.
+  REQUIRE(testing::WaitFor([&] { return Control(ws)["request"].is_object(); }));
+  CHECK(Control(ws)["request"]["reason"] == "solve the captcha");
+  CHECK(Control(ws)["request"]["taken"] == false);
+  std::string page = fmt::format("{}/w/{}/desktop", Origin(), ws);
+  auto events = Call(verb::get, "/v1/workspaces/" + ws + "/events?limit=1000");
+  bool linked = false;
+  for (const auto& e : events["events"]) {
+    if (e["type"] == "desktop_help_requested") linked = e["data"]["url"] == page;
+  }
+  CHECK(linked);
+  CHECK(waiter.wait_for(300ms) == std::future_status::timeout);
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json::object());
+  CHECK(Control(ws)["request"]["taken"] == true);
+  CHECK(waiter.wait_for(300ms) == std::future_status::timeout);  // taken, not yet handed back
+  Call(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json{{"note", "solved, you are logged in"}});
+  REQUIRE(waiter.wait_for(20s) == std::future_status::ready);
+  json answered = waiter.get();
+  INFO(answered.dump());
+  REQUIRE_FALSE(answered.value("isError", false));
+  CHECK(answered["structuredContent"]["answered"] == true);
+  CHECK(answered["structuredContent"]["handback"]["note"] == "solved, you are logged in");
+  CHECK(answered["structuredContent"]["request"].is_null());
+  std::string text = answered["content"][0]["text"];
+  CHECK(text.find(page) != std::string::npos);
+  CHECK(text.find("solved, you are logged in") != std::string::npos);
+
+  // Nobody comes: the request goes away by itself when the wait ends.
+  auto api = Berthd().Admin();
+  std::string session = testing::McpSession(api);
+  json alone = testing::McpToolCall(api, session, "request_human", {{"workspace", ws}, {"reason", "pay"}, {"timeout_s", 1}});
+  INFO(alone.dump());
+  CHECK(alone["structuredContent"]["answered"] == false);
+  CHECK(Control(ws)["request"].is_null());
+  CHECK(testing::WaitFor([&] { return HasEvent(ws, "desktop_help_withdrawn"); }));
+  // Over HTTP, a reason is required and bounded.
+  auto bad = Berthd().Admin().Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/request", json{{"reason", ""}});
+  CHECK_FALSE(bad.has_value());
 }
 
 }  // namespace berth

@@ -3,4 +3,5 @@
 # encoding.
 berth_add_test(unit_desktop NO_AGENT
                SOURCES unit/desktop_rfb_test.cc unit/desktop_control_test.cc unit/desktop_input_test.cc
+                       unit/desktop_cdp_test.cc
                LIBS berth_controller_core LABELS unit)

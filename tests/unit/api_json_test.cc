@@ -51,6 +51,7 @@ TEST_CASE("a workspace answer is the documented JSON, and the clients read it ba
     "image": "base", "image_version": "20260101", "size": "small",
     "cpus": 1, "memory_mib": 1024, "disk_gib": 10,
     "idle_timeout": 1800, "idle_action": "stop", "max_runtime": null, "auto_start": true,
+    "screen": "1280x800",
     "env": {"GREETING": "hello"}, "labels": {"team": "infra"},
     "state": "running", "error": null, "transport": "forward",
     "created_at": "2025-11-29T21:45:35Z", "updated_at": "2025-11-29T21:46:40Z",
@@ -135,6 +136,7 @@ TEST_CASE("the create and patch bodies clients build are what berthd parses", "[
   create.auto_start = false;
   create.env = v1::StringMap{{"A", "1"}};
   create.labels = v1::StringMap{{"team", "x"}};
+  create.screen = "1920x1080";
   auto parsed = workspace::ParseCreateRequest(v1::ToJson(create));
   INFO((parsed ? "" : parsed.error().message));
   REQUIRE(parsed);
@@ -149,6 +151,7 @@ TEST_CASE("the create and patch bodies clients build are what berthd parses", "[
   CHECK_FALSE(parsed->auto_start);
   CHECK(parsed->env == json({{"A", "1"}}));
   CHECK(parsed->labels == json({{"team", "x"}}));
+  CHECK(parsed->screen == "1920x1080");
 
   v1::PatchWorkspace patch;
   patch.name = "renamed";
@@ -163,6 +166,23 @@ TEST_CASE("the create and patch bodies clients build are what berthd parses", "[
   CHECK(ws.name == "renamed");
   CHECK_FALSE(ws.max_runtime_s);
   CHECK(ws.env == json({{"B", "2"}}));
+}
+
+TEST_CASE("a desktop screen size is WIDTHxHEIGHT within bounds, the width a multiple of 8", "[api]") {
+  auto screen = [](json value) {
+    return workspace::ParseCreateRequest(json{{"name", "desk"}, {"screen", std::move(value)}});
+  };
+  CHECK(workspace::ParseCreateRequest(json{{"name", "desk"}}).value().screen == "1280x800");
+  CHECK(screen("1024x768").value().screen == "1024x768");
+  CHECK(screen("3840x2160").value().screen == "3840x2160");
+  for (const char* bad : {"1366x768" /* not a multiple of 8 */, "632x480", "3848x2160", "1280x479", "1280x2161",
+                          "1280X800", "1280x", "x800", "01280x800", "1280x800x1", " 1280x800", "-1280x800", ""}) {
+    INFO(bad);
+    auto parsed = screen(bad);
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().code == ErrorCode::kInvalidArgument);
+  }
+  CHECK_FALSE(screen(1280));
 }
 
 TEST_CASE("query times take ISO 8601 or unix seconds, as before", "[api]") {

@@ -143,6 +143,79 @@ TEST_CASE("the agent holds control until a person takes over, and its input is l
   CHECK(control.Release("ws", "key_h", "").events.empty());
 }
 
+TEST_CASE("a help request stays open until a person takes over and hands back, and the hand-back answers it") {
+  FakeClock clock;
+  DesktopControl control(Options(), clock.Fn());
+  auto asked = control.RequestHelp("ws", "key_a", "solve the captcha");
+  CHECK(Types(asked.events) == std::vector<std::string>{"desktop_help_requested"});
+  REQUIRE(asked.state.request);
+  CHECK_FALSE(asked.state.request->taken);
+  CHECK(asked.state.ToJson()["request"]["reason"] == "solve the captcha");
+  // A release while the agent holds control is no answer; a takeover marks it taken.
+  CHECK(control.Release("ws", "key_h", "").events.empty());
+  clock.now += 5;
+  REQUIRE(control.Takeover("ws", "key_h", "", false));
+  CHECK(control.Get("ws").request->taken);
+  // Taken: the agent's withdrawal no longer removes it (the person is at it).
+  CHECK(control.WithdrawHelp("ws", "key_a").events.empty());
+  clock.now += 5;
+  auto back = control.Release("ws", "key_h", "solved it");
+  CHECK_FALSE(back.state.request);
+  REQUIRE(back.state.handback);
+  CHECK(back.state.handback->note == "solved it");
+  CHECK(back.state.handback->request == "solve the captcha");
+  CHECK(back.state.handback->request_id == asked.state.request->id);
+  CHECK(back.state.handback->at == clock.now);
+  auto j = back.state.ToJson();
+  CHECK(j["request"].is_null());
+  CHECK(j["handback"]["note"] == "solved it");
+  CHECK(j["handback"]["cause"] == "released");
+}
+
+TEST_CASE("an open help request and a recent hand-back outlive the ticks that forget idle workspaces") {
+  FakeClock clock;
+  DesktopControl control(Options(), clock.Fn());
+  control.RequestHelp("ws", "key_a", "log in");
+  clock.now += 120;
+  control.Tick();
+  REQUIRE(control.Get("ws").request);
+  REQUIRE(control.Takeover("ws", "key_h", "", false));
+  control.Release("ws", "key_h", "done");
+  clock.now += 60;
+  control.Tick();
+  REQUIRE(control.Get("ws").handback);
+  CHECK(control.Get("ws").handback->note == "done");
+  clock.now += DesktopControl::kHandbackKept.count();
+  control.Tick();
+  CHECK_FALSE(control.Get("ws").handback);
+}
+
+TEST_CASE("a help request nobody took is withdrawn, and a takeover without one answers none") {
+  FakeClock clock;
+  DesktopControl control(Options(), clock.Fn());
+  control.RequestHelp("ws", "key_a", "log in");
+  auto withdrawn = control.WithdrawHelp("ws", "key_a");
+  CHECK(Types(withdrawn.events) == std::vector<std::string>{"desktop_help_withdrawn"});
+  CHECK_FALSE(withdrawn.state.request);
+  REQUIRE(control.Takeover("ws", "key_h", "", false));
+  auto back = control.Release("ws", "key_h", "just looking");
+  REQUIRE(back.state.handback);
+  CHECK(back.state.handback->request.empty());
+  CHECK(back.state.ToJson()["handback"]["request"].is_null());
+  // A lease that runs out answers a taken request too, with its cause.
+  control.RequestHelp("ws", "key_a", "pay");
+  control.ViewerOpened("ws", ViewerMode::kControl);
+  REQUIRE(control.Takeover("ws", "key_h", "", false));
+  clock.now += 901;
+  control.Tick();
+  auto state = control.Get("ws");
+  CHECK(state.holder == Holder::kAgent);
+  CHECK_FALSE(state.request);
+  REQUIRE(state.handback);
+  CHECK(state.handback->request == "pay");
+  CHECK(state.handback->cause != "released");
+}
+
 TEST_CASE("a lease expires by itself and is renewed by the person's input") {
   FakeClock clock;
   DesktopControl control(Options(), clock.Fn());

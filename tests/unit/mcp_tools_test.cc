@@ -423,4 +423,17 @@ TEST_CASE("desktop_screenshot answers an image block and how its points map to t
   json control = f.Call("desktop_control", {{"workspace", "desk"}});
   REQUIRE_FALSE(IsError(control));
   CHECK(Text(control).find("You (the agent) hold the desktop") != std::string::npos);
+
+  // request_human: the person's page link and their note; unanswered, says so; a reason is required.
+  json human = f.Call("request_human", {{"workspace", "desk"}, {"reason", "log in to the bank"}});
+  INFO(Text(human));
+  REQUIRE_FALSE(IsError(human));
+  CHECK(Text(human).find("http://berth.test/w/desk/desktop") != std::string::npos);
+  CHECK(Text(human).find("done: log in to the bank") != std::string::npos);
+  CHECK(human["structuredContent"]["answered"] == true);
+  json nobody = f.Call("request_human", {{"workspace", "desk"}, {"reason", "nobody"}, {"timeout_s", 5}});
+  REQUIRE_FALSE(IsError(nobody));
+  CHECK(Text(nobody).find("Nobody took over within 5 s") != std::string::npos);
+  CHECK(IsError(f.Call("request_human", {{"workspace", "desk"}})));
+  CHECK(IsError(f.Call("request_human", {{"workspace", "desk"}, {"reason", ""}})));
 }

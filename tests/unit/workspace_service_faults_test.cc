@@ -137,6 +137,21 @@ TEST_CASE("faults: a KVM boot that fails with a KVM error falls back to TCG, wit
   CHECK(spec->accel == hypervisor::Accel::kTcg);
 }
 
+TEST_CASE("the screen size chosen at create is stored and reaches the domain", "[service]") {
+  Fixture f;
+  auto ws = f.Create("wide", [](CreateRequest& r) { r.screen = "1920x1080"; });
+  REQUIRE(f.Reaches(ws.id, State::kRunning));
+  auto spec = f.hv.SpecForTest(ws.DomainName());
+  REQUIRE(spec.has_value());
+  CHECK(spec->screen == "1920x1080");
+  auto stored = f.store->GetWorkspaceById(ws.id);
+  REQUIRE(stored);
+  CHECK(stored->screen == "1920x1080");
+  auto plain = f.Create("plain");
+  REQUIRE(f.Reaches(plain.id, State::kRunning));
+  CHECK(f.hv.SpecForTest(plain.DomainName())->screen == "1280x800");
+}
+
 TEST_CASE("faults: a failure that does not mention KVM does not give up on KVM", "[service][faults]") {
   Fixture f([](ServiceOptions& o) {
     o.accel = "auto";
