@@ -1,0 +1,339 @@
+// End to end: the desktop of a real VM (issue 14, "Tests"), one desktop-image guest booted by the
+// real berthd (KVM when it works, TCG otherwise), shared by every check:
+//  - the screen size chosen at create (1024x768) is the screen: a screenshot through the API is a
+//    PNG of that size, and not blank
+//  - Playwright's connectOverCDP through …/desktop/cdp opens a page in the guest's Chrome and
+//    reads its title; the page records every mouse press, which proves where input arrives
+//  - the agent's click through the actions API reaches the page; a viewer with a `view` ticket
+//    sending raw RFB pointer events reaches nothing
+//  - a person takes over: the agent's click is a 423, the DevTools click fails with berthd's
+//    error, title() and screenshots still work; a `control` viewer's raw RFB click reaches the
+//    page; the hand-back lists Chrome's tabs before and after; after it the agent clicks again
+//  - a private takeover refuses screenshots (423) and closes the DevTools tunnel
+//  - a cookie set in Chrome survives stop and start; Chrome comes back by itself after the start
+// Needs root, libvirt, the desktop image (built on first use: images/build desktop), chromium
+// and tests/browser's packages (scripts/setup). Exit 0 PASS, 1 FAIL, 77 SKIP.
+//
+// Not yet in CTest: it passed in full once here (295 s under TCG), but in two runs of four an
+// agent's click never reached the guest (the guest's pointer did not move, no press arrived).
+// Until that is understood and fixed, a CI run would fail by chance; run it by hand:
+//   BERTHD_BIN=build/controller/berthd node tests/e2e/desktop/desktop_vm_test.mjs
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..', '..');
+const require = createRequire(path.join(repo, 'tests', 'browser', 'package.json'));
+const { chromium } = require('playwright-core');
+
+const T = 'e2e_desktop';
+const BERTHD = process.env.BERTHD_BIN || path.join(repo, 'build/controller/berthd');
+const AGENT = process.env.BERTH_AGENT_BIN || path.join(repo, 'build/guest-agent/berth-agent');
+const IMAGES_DATA = process.env.BERTH_DATA || '/var/lib/berth';
+const SCREEN = { width: 1024, height: 768 };
+const t0 = Date.now();
+const log = (m) => process.stderr.write(`${T} [${Math.round((Date.now() - t0) / 1000)} s]: ${m}\n`);
+
+class Failure extends Error {}
+const check = (ok, what) => {
+  if (!ok) throw new Failure(what);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, fn, timeoutMs, everyMs = 1000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(everyMs);
+  }
+  throw new Failure(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+}
+
+function accel() {
+  if (process.env.BERTH_ACCEL) return process.env.BERTH_ACCEL === 'kvm' ? 'kvm' : 'tcg';
+  const out = spawnSync('bash', ['-c', `source ${repo}/images/lib/common.sh && berth_accel`], { encoding: 'utf8' });
+  return out.stdout.trim() === 'kvm' ? 'kvm' : 'tcg';
+}
+
+function pngSize(buf) {
+  check(buf.length > 24 && buf.subarray(1, 4).toString() === 'PNG', 'not a PNG');
+  return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
+}
+
+// The page in the guest's Chrome: counts every mouse press anywhere in it.
+const kPage = `<!doctype html><title>berth-e2e-desktop</title>
+<style>html,body{margin:0;height:100%;background:#3b6}</style>
+<body><h1 style="font:48px sans-serif">press anywhere</h1>
+<script>window.presses = 0; window.moves = 0;
+document.addEventListener('mousedown', () => { window.presses++; document.body.style.background = '#b36'; });
+document.addEventListener('mousemove', (e) => { window.moves++; window.last = [e.screenX, e.screenY]; });</script></body>`;
+
+// A raw RFB viewer in a page of berthd's own origin (so the WebSocket's Origin is berthd's):
+// handshake, then a press and release at (x, y). Returns once the events are sent.
+async function rfbClick(viewerPage, url, x, y) {
+  return viewerPage.evaluate(async ({ url, x, y }) => {
+    const sock = new WebSocket(url, ['binary']);
+    sock.binaryType = 'arraybuffer';
+    let buf = new Uint8Array(0);
+    let wake = null;
+    sock.onmessage = (e) => {
+      const d = new Uint8Array(e.data);
+      const n = new Uint8Array(buf.length + d.length);
+      n.set(buf);
+      n.set(d, buf.length);
+      buf = n;
+      if (wake) wake();
+    };
+    const closed = new Promise((r) => { sock.onclose = (e) => r(`closed ${e.code} ${e.reason}`); });
+    const need = async (n) => {
+      while (buf.length < n) {
+        const why = await Promise.race([new Promise((r) => { wake = r; }), closed]);
+        if (typeof why === 'string' && buf.length < n) throw new Error(why);
+      }
+      const out = buf.slice(0, n);
+      buf = buf.slice(n);
+      return out;
+    };
+    await new Promise((res, rej) => { sock.onopen = res; sock.onerror = () => rej(new Error('WebSocket error')); });
+    await need(12);
+    sock.send(new TextEncoder().encode('RFB 003.008\n'));
+    const count = (await need(1))[0];
+    await need(count);
+    sock.send(new Uint8Array([1]));  // None
+    await need(4);  // SecurityResult
+    sock.send(new Uint8Array([1]));  // ClientInit, shared
+    const init = await need(24);
+    await need(new DataView(init.buffer).getUint32(20));
+    // SetEncodings (raw), as every viewer sends it: without it QEMU reads the pointer as relative.
+    sock.send(new Uint8Array([2, 0, 0, 1, 0, 0, 0, 0]));
+    const pointer = (mask) => {
+      const b = new ArrayBuffer(6);
+      const v = new DataView(b);
+      v.setUint8(0, 5);
+      v.setUint8(1, mask);
+      v.setUint16(2, x);
+      v.setUint16(4, y);
+      return b;
+    };
+    sock.send(pointer(0));
+    sock.send(pointer(1));
+    await new Promise((r) => setTimeout(r, 150));
+    sock.send(pointer(0));
+    await new Promise((r) => setTimeout(r, 1000));
+    sock.close();
+  }, { url, x, y });
+}
+
+async function main() {
+  if (process.getuid() !== 0) {
+    console.log(`SKIP ${T}: needs root`);
+    return 77;
+  }
+  for (const bin of [BERTHD, AGENT]) check(fs.existsSync(bin), `${bin} is missing (build first)`);
+  spawnSync(`${repo}/images/lib/ensure-libvirt`, { stdio: 'inherit' });
+  const built = spawnSync(`${repo}/images/build`, ['desktop', '--data', IMAGES_DATA, '--agent', AGENT], { stdio: 'inherit' });
+  check(built.status === 0, 'images/build desktop failed');
+  log('the desktop image is built');
+
+  const data = fs.mkdtempSync('/var/lib/berthd-e2e-desktop-');
+  fs.chmodSync(data, 0o711);
+  const config = path.join(data, 'config.json');
+  fs.writeFileSync(config, JSON.stringify({
+    listen: '127.0.0.1:0', data_dir: data, images_dir: path.join(IMAGES_DATA, 'images'), accel: accel(), stop_grace_s: 60,
+  }));
+  const logFd = fs.openSync(path.join(data, 'berthd.log'), 'a');
+  const berthd = spawn(BERTHD, ['--config', config], { stdio: ['ignore', logFd, logFd] });
+  let ran = 'accel ?, transport ?';
+  let browser = null;
+  let local = null;
+  let ws = null;
+  let diagnose = null;
+  let key = null;
+  let url = null;
+  const api = async (method, route, body, extra = {}) => {
+    const r = await fetch(url + route, {
+      method, headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body), ...extra,
+    });
+    const type = r.headers.get('content-type') || '';
+    const payload = type.includes('json') ? await r.json() : Buffer.from(await r.arrayBuffer());
+    return { status: r.status, body: payload, headers: r.headers };
+  };
+  const ok = async (method, route, body) => {
+    const r = await api(method, route, body);
+    check(r.status >= 200 && r.status < 300, `${method} ${route}: ${r.status} ${JSON.stringify(r.body).slice(0, 400)}`);
+    return r.body;
+  };
+  try {
+    url = await until('berthd to listen', () => fs.readFileSync(path.join(data, 'listen.addr'), 'utf8').trim(), 60_000, 200);
+    key = fs.readFileSync(path.join(data, 'admin.key'), 'utf8').trim();
+    const health = await (await fetch(`${url}/v1/health`)).json();
+    ran = `accel ${health.accel}, transport ${health.transport}`;
+    log(`berthd at ${url}: ${ran}`);
+
+    // --- boot, with the screen chosen at create --------------------------------------------------
+    const made = await ok('POST', '/v1/workspaces', {
+      name: 'desk', image: 'desktop', cpus: 2, memory_mib: 2048, screen: `${SCREEN.width}x${SCREEN.height}`,
+    });
+    ws = made.id;
+    check(made.screen === `${SCREEN.width}x${SCREEN.height}`, `the workspace's screen: ${made.screen}`);
+    await ok('POST', `/v1/workspaces/${ws}/wait`, { state: 'running', timeout_s: 900 });
+    log('running');
+    const cdp = `${url}/v1/workspaces/${ws}/desktop/cdp`;
+    const auth = { Authorization: `Bearer ${key}` };
+    const version = await until("Chrome's DevTools through berthd", async () => {
+      const r = await fetch(`${cdp}/json/version`, { headers: auth });
+      return r.status === 200 ? r.json() : null;
+    }, 600_000, 2000);
+    log(`DevTools: ${version.Browser}`);
+
+    // --- the screen --------------------------------------------------------------------------------
+    const shot = await until('a screenshot that is not blank', async () => {
+      const r = await api('GET', `/v1/workspaces/${ws}/desktop/screenshot`);
+      if (r.status !== 200) return null;
+      // Not blank: the PNG of one flat colour compresses to almost nothing.
+      return r.body.length > 8000 ? r : null;
+    }, 300_000, 3000);
+    const size = pngSize(shot.body);
+    check(size.width === SCREEN.width && size.height === SCREEN.height, `the screenshot is ${size.width}x${size.height}`);
+    check(shot.headers.get('x-screen-width') === String(SCREEN.width), 'X-Screen-Width');
+    log(`screenshot: ${size.width}x${size.height} PNG, ${shot.body.length} bytes`);
+
+    // --- DevTools through berthd: a page that records presses ---------------------------------------
+    browser = await chromium.connectOverCDP(cdp, { headers: auth, timeout: 120_000 });
+    const context = browser.contexts()[0];
+    const page = await context.newPage();
+    page.setDefaultTimeout(60_000);
+    await page.goto(`data:text/html,${encodeURIComponent(kPage)}`);
+    await page.bringToFront();
+    check(await page.title() === 'berth-e2e-desktop', 'the title through the tunnel');
+    // The middle of the page, in screen pixels.
+    const at = await page.evaluate(() => ({
+      x: Math.round(window.screenX + (window.outerWidth - window.innerWidth) / 2 + window.innerWidth / 2),
+      y: Math.round(window.screenY + (window.outerHeight - window.innerHeight) + window.innerHeight / 2),
+    }));
+    check(at.x > 0 && at.x < SCREEN.width && at.y > 0 && at.y < SCREEN.height, `the page's middle at ${JSON.stringify(at)}`);
+    const presses = () => page.evaluate(() => window.presses);
+    diagnose = () => page.evaluate(() => ({
+      presses: window.presses, moves: window.moves, last: window.last, visible: document.visibilityState,
+      focus: document.hasFocus(), screen: [window.screenX, window.screenY, window.outerWidth, window.outerHeight, window.innerWidth, window.innerHeight],
+    }));
+    log(`the page is open; its middle is at ${at.x},${at.y} on the screen`);
+
+    // The agent's click through the actions API reaches the page.
+    await ok('POST', `/v1/workspaces/${ws}/desktop/actions`, { actions: [{ type: 'click', x: at.x, y: at.y }] });
+    await until("the agent's click on the page", async () => (await presses()) === 1, 30_000, 300);
+    // Where the guest's pointer went: exactly the point asked for (absolute input, no guest
+    // acceleration), as the page saw it.
+    const last = await page.evaluate(() => window.last);
+    check(Array.isArray(last) && Math.abs(last[0] - at.x) <= 1 && Math.abs(last[1] - at.y) <= 1,
+          `the pointer went to ${JSON.stringify(last)}, not ${at.x},${at.y}`);
+    log("the agent's click (actions API, RFB) reached Chrome's page at the point asked for");
+
+    // A watching viewer's raw RFB click reaches nothing.
+    local = await chromium.launch({ executablePath: process.env.BERTH_CHROMIUM || '/usr/bin/chromium', headless: true, chromiumSandbox: false });
+    const viewer = await local.newPage();
+    await viewer.goto(`${url}/v1/health`);
+    const ticket = async (mode) => (await ok('POST', `/v1/workspaces/${ws}/desktop/tickets`, { mode })).url;
+    await rfbClick(viewer, await ticket('view'), at.x, at.y);
+    await sleep(2000);
+    check(await presses() === 1, 'a view viewer\'s click reached the page');
+    log("a view viewer's raw RFB click was dropped");
+
+    // --- a person takes over -----------------------------------------------------------------------
+    const taken = await ok('POST', `/v1/workspaces/${ws}/desktop/control/takeover`, { reason: 'e2e' });
+    check(taken.holder === 'human', `takeover: ${JSON.stringify(taken)}`);
+    const refused = await api('POST', `/v1/workspaces/${ws}/desktop/actions`, { actions: [{ type: 'click', x: at.x, y: at.y }] });
+    check(refused.status === 423, `the agent's click during the takeover: ${refused.status}`);
+    const cdpClick = await page.mouse.click(at.x, at.y).then(() => 'clicked', (e) => e.message);
+    check(cdpClick !== 'clicked' && /person|hand back/.test(cdpClick), `DevTools click during the takeover: ${cdpClick.slice(0, 200)}`);
+    check(await page.title() === 'berth-e2e-desktop', 'title() during the takeover');
+    check((await api('GET', `/v1/workspaces/${ws}/desktop/screenshot`)).status === 200, 'a screenshot during the takeover');
+    check(await presses() === 1, 'a refused click reached the page');
+    await rfbClick(viewer, await ticket('control'), at.x, at.y);
+    await until("the person's click on the page", async () => (await presses()) === 2, 30_000, 300);
+    log("during the takeover: the agent's clicks refused (423, DevTools error), reads work, the person's click arrives");
+    const back = await ok('POST', `/v1/workspaces/${ws}/desktop/control/release`, { note: 'over to you' });
+    check(back.holder === 'agent' && back.handback?.note === 'over to you', `release: ${JSON.stringify(back)}`);
+    for (const when of ['tabs_before', 'tabs_after']) {
+      check(Array.isArray(back.handback[when]) && back.handback[when].some((t) => t.title === 'berth-e2e-desktop'),
+            `the hand-back's ${when}: ${JSON.stringify(back.handback[when])}`);
+    }
+    await ok('POST', `/v1/workspaces/${ws}/desktop/actions`, { actions: [{ type: 'click', x: at.x, y: at.y }] });
+    await until("the agent's click after the hand-back", async () => (await presses()) === 3, 30_000, 300);
+    log('after the hand-back (tabs before and after listed) the agent clicks again');
+
+    // --- a private takeover --------------------------------------------------------------------------
+    const gone = new Promise((r) => browser.once('disconnected', r));
+    await ok('POST', `/v1/workspaces/${ws}/desktop/control/takeover`, { private: true });
+    check((await api('GET', `/v1/workspaces/${ws}/desktop/screenshot`)).status === 423, 'a screenshot during a private takeover');
+    await page.title().catch(() => {});
+    await Promise.race([gone, sleep(30_000).then(() => { throw new Failure('the DevTools tunnel stayed open during a private takeover'); })]);
+    browser = null;
+    await ok('POST', `/v1/workspaces/${ws}/desktop/control/release`, {});
+    log('a private takeover: screenshots refused, the tunnel closed');
+
+    // --- a cookie survives stop and start ------------------------------------------------------------
+    browser = await chromium.connectOverCDP(cdp, { headers: auth, timeout: 120_000 });
+    const expires = Math.floor(Date.now() / 1000) + 86400;
+    await browser.contexts()[0].addCookies([{ name: 'berth_e2e', value: 'kept', domain: 'example.test', path: '/', expires }]);
+    await browser.close().catch(() => {});
+    browser = null;
+    // Chrome writes its cookie store to disk within 30 s of a change.
+    await sleep(40_000);
+    await ok('POST', `/v1/workspaces/${ws}/stop`);
+    await ok('POST', `/v1/workspaces/${ws}/wait`, { state: 'stopped', timeout_s: 300 });
+    await ok('POST', `/v1/workspaces/${ws}/start`);
+    await ok('POST', `/v1/workspaces/${ws}/wait`, { state: 'running', timeout_s: 900 });
+    await until("Chrome back after the start", async () => (await fetch(`${cdp}/json/version`, { headers: auth })).status === 200, 600_000, 2000);
+    browser = await chromium.connectOverCDP(cdp, { headers: auth, timeout: 120_000 });
+    const cookies = await browser.contexts()[0].cookies('https://example.test/');
+    check(cookies.some((c) => c.name === 'berth_e2e' && c.value === 'kept'), `the cookie after stop and start: ${JSON.stringify(cookies)}`);
+    log('the cookie survived stop and start; Chrome came back by itself');
+
+    const types = (await ok('GET', `/v1/workspaces/${ws}/events?limit=1000`)).events.map((e) => e.type);
+    for (const t of ['desktop_cdp_opened', 'desktop_control_taken', 'desktop_control_released', 'desktop_input']) {
+      check(types.includes(t), `no ${t} event on the timeline`);
+    }
+    console.log(`PASS ${T} (${ran}) in ${Math.round((Date.now() - t0) / 1000)} s`);
+    return 0;
+  } catch (e) {
+    console.log(`FAIL ${T} (${ran}): ${e instanceof Failure ? e.message : e.stack}`);
+    try {
+      if (ws) {
+        const out = process.env.BERTH_E2E_OUT || path.join(repo, 'build', 'e2e');
+        fs.mkdirSync(out, { recursive: true });
+        const r = await api('GET', `/v1/workspaces/${ws}/desktop/screenshot`);
+        if (r.status === 200) fs.writeFileSync(path.join(out, 'desktop-failure.png'), r.body);
+        console.log(`--- the screen at the failure: ${path.join(out, 'desktop-failure.png')} (${r.status})`);
+      }
+      if (diagnose) console.log(`--- the page: ${JSON.stringify(await diagnose())}`);
+    } catch {}
+    try {
+      if (ws) {
+        const r = await api('POST', `/v1/workspaces/${ws}/exec`, { cmd: ['journalctl', '-u', 'berth-desktop', '-n', '30', '--no-pager'], user: 'root' });
+        console.log(`--- berth-desktop's journal:\n${r.body?.stdout ?? JSON.stringify(r.body).slice(0, 2000)}`);
+      }
+    } catch {}
+    return 1;
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    if (local) await local.close().catch(() => {});
+    if (ws && key) await api('DELETE', `/v1/workspaces/${ws}`).catch(() => {});
+    if (ws && key) await until('the workspace deleted', async () => (await api('GET', `/v1/workspaces/${ws}`)).status === 404, 120_000).catch(() => {});
+    berthd.kill('SIGTERM');
+    await new Promise((r) => { if (berthd.exitCode !== null) r(); else berthd.once('exit', r); });
+    fs.rmSync(data, { recursive: true, force: true });
+  }
+}
+
+process.exit(await main());
