@@ -229,6 +229,8 @@ async function main() {
     }));
     log(`the page is open; its middle is at ${at.x},${at.y} on the screen`);
 
+    const mice = spawnSync('virsh', ['-c', 'qemu:///system', 'qemu-monitor-command', '--hmp', `berth-${ws}`, 'info mice'], { encoding: 'utf8' });
+    log(`QEMU's mice before the first click: ${mice.stdout.trim().replace(/\s*\n\s*/g, ' | ')}`);
     // The agent's click through the actions API reaches the page.
     await ok('POST', `/v1/workspaces/${ws}/desktop/actions`, { actions: [{ type: 'click', x: at.x, y: at.y }] });
     await until("the agent's click on the page", async () => (await presses()) === 1, 30_000, 300);
@@ -317,6 +319,12 @@ async function main() {
         console.log(`--- the screen at the failure: ${path.join(out, 'desktop-failure.png')} (${r.status})`);
       }
       if (diagnose) console.log(`--- the page: ${JSON.stringify(await diagnose())}`);
+      if (ws) {
+        const mice = spawnSync('virsh', ['-c', 'qemu:///system', 'qemu-monitor-command', '--hmp', `berth-${ws}`, 'info mice'], { encoding: 'utf8' });
+        console.log(`--- QEMU's mice (the current one starred):\n${mice.stdout}${mice.stderr}`);
+        const r = await api('POST', `/v1/workspaces/${ws}/exec`, { cmd: ['sh', '-c', 'grep -E "^N: Name|^H: Handlers" /proc/bus/input/devices; lsmod | grep -E "usbhid|psmouse|uhci"'], user: 'root' });
+        console.log(`--- the guest's input devices:\n${r.body?.stdout ?? JSON.stringify(r.body).slice(0, 2000)}`);
+      }
     } catch {}
     try {
       if (ws) {
