@@ -17,11 +17,13 @@ struct EventOptions {
   bool follow = false;
   std::optional<int64_t> after;
   std::optional<int> limit;
+  client::BerthClient::EventSelect select;
 };
 
 std::string EventLine(const v1::Event& event) {
   std::string line =
       fmt::format("{:<20}  {:<18}  {}", v1::FormatTime(event.at), event.type, event.message);
+  if (event.actor != "system") line += fmt::format("  [{}]", event.actor);
   while (!line.empty() && line.back() == ' ') line.pop_back();
   return line + "\n";
 }
@@ -33,7 +35,7 @@ Result<int> Events(Context& ctx, const EventOptions& o) {
   if (!o.follow) {
     // berthd's default page, as before a --limit is given.
     auto events = berth->ListEvents(o.workspace, after, o.limit.value_or(100),
-                                    DeadlineIn(kCallTimeout));
+                                    DeadlineIn(kCallTimeout), o.select);
     if (!events) return Fail(events.error());
     if (ctx.json()) {
       nlohmann::json out = nlohmann::json::array();
@@ -57,7 +59,7 @@ Result<int> Events(Context& ctx, const EventOptions& o) {
         if (!ctx.out()) return Fail(ErrorCode::kUnavailable, "stdout is closed");
         return {};
       },
-      kNoDeadline);
+      kNoDeadline, o.select);
   if (!status) return Fail(status.error());
   return kExitOk;
 }
@@ -104,6 +106,12 @@ void AddEventCommands(Builder& b) {
   events->add_flag("-f,--follow", e->follow, "keep printing new events as they happen");
   events->add_option("--after", e->after, "only events after this event id");
   events->add_option("--limit", e->limit, "at most this many events");
+  events->add_option("--type", e->select.types,
+                     "only these types, comma-separated; a family ends in * (exec,desktop_*)");
+  events->add_option("--actor", e->select.actors,
+                     "only by these, comma-separated: a key id (key_…), key for every key, system, preview");
+  events->add_option("--since", e->select.since,
+                     "only events at or after this time (ISO 8601 UTC or unix seconds)");
   b.AddJsonFlag(events);
   events->footer("With --follow --json, one JSON object per line (NDJSON).");
 

@@ -107,6 +107,7 @@ Status Config::LoadFile(const fs::path& path) {
       else if (k == "idle_poll_ms") idle_poll_ms = v.get<int>();
       else if (k == "reconcile_every_s") reconcile_every_s = v.get<int>();
       else if (k == "image_gc_every_s") image_gc_every_s = v.get<int>();
+      else if (k == "events_kept") events_kept = v.get<int64_t>();
       else if (k == "io_threads") io_threads = v.get<int>();
       else if (k == "log_level") log_level = v.get<std::string>();
       else if (k == "web_root") web_root = v.get<std::string>();
@@ -251,6 +252,7 @@ Status Daemon::Start() {
   auto store = store::Store::Open((config_.data_dir / "berth.db").string());
   if (!store) return Fail(store.error());
   store_ = std::move(*store);
+  store_->SetEventRetention(config_.events_kept);
   auth_ = std::make_unique<api::Authenticator>(*store_);
   if (auto s = EnsureOperatorKey(); !s) return s;
 
@@ -345,7 +347,7 @@ Status Daemon::Start() {
   if (!desktop_clock) desktop_clock = UnixNow;
   desktop_ = std::make_unique<desktop::DesktopService>(
       config_.desktop, config_.data_dir, desktop_clock, io_, *pool_, [this](const desktop::ControlEvent& e) {
-        auto recorded = service_->RecordEvent(e.workspace_id, e.type, e.message, e.data);
+        auto recorded = service_->RecordEvent(e.workspace_id, e.type, e.message, e.data, e.Actor());
         if (!recorded && recorded.error().code != ErrorCode::kNotFound) {
           spdlog::warn("desktop {}: {}: {}", e.workspace_id, e.type, recorded.error().message);
         }

@@ -48,6 +48,8 @@ struct Config {
   int idle_poll_ms = 5000;
   int reconcile_every_s = 60;
   int image_gc_every_s = 3600;             // 0: keep every image version
+  // Each workspace's timeline keeps its newest this many events (at least 100).
+  int64_t events_kept = store::kDefaultEventsKept;
   int io_threads = 2;                      // the host has few cores; I/O is not the bottleneck
   std::string log_level = "info";
   // Connection caps (common/http/server.h). The total bounds berthd's memory (an idle

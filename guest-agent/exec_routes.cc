@@ -44,7 +44,11 @@ http::Task<void> WaitForResult(http::Exchange& ex, Process& process,
   }
   result.exit = process.exit_status();
   auto body = result.ToJson();
-  co_await ex.SendJson(status::ok, body);
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (auto exit = protocol::ExitHeaderValue(result.exit); !exit.empty()) {
+    headers.emplace_back(protocol::kExitHeader, std::move(exit));
+  }
+  co_await ex.SendJson(status::ok, body, headers);
 }
 
 http::Task<void> StreamEvents(http::Exchange& ex, Process& process) {

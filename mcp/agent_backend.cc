@@ -44,7 +44,14 @@ Result<protocol::ExitStatus> AgentBackend::RunCommand(std::string_view ws,
   if (!agent_session) return Fail(agent_session.error());
   auto& agent = agent_session->agent;
   auto with_env = WithEnv(request, agent_session->env);
-  return client::ExecStream(agent.client, agent.scope, with_env, on_event);
+  auto began = std::chrono::steady_clock::now();
+  auto exit = client::ExecStream(agent.client, agent.scope, with_env, on_event);
+  Ran ran;
+  ran.request = &request;
+  ran.exit = &exit;
+  ran.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
+  NoteRan(*agent_session, ran);
+  return exit;
 }
 
 Result<StartedProcess> AgentBackend::StartProcess(std::string_view ws,
@@ -55,6 +62,11 @@ Result<StartedProcess> AgentBackend::StartProcess(std::string_view ws,
   auto& agent = agent_session->agent;
   auto with_env = WithEnv(request, agent_session->env);
   auto started = client::StartBackground(agent.client, agent.scope, with_env);
+  Ran ran;
+  ran.request = &request;
+  if (started) ran.pid = started->pid;
+  if (!started) ran.refused = &started.error();
+  NoteRan(*agent_session, ran);
   if (!started) return Fail(started.error());
   StartedProcess out;
   out.pid = started->pid;
@@ -216,7 +228,9 @@ Result<protocol::FileInfo> AgentBackend::WriteFile(std::string_view ws, const st
   auto agent_session = OpenAgent(ws, Access::kWrite, deadline);
   if (!agent_session) return Fail(agent_session.error());
   auto& agent = agent_session->agent;
-  return client::UploadBytes(agent.client, agent.scope, path, content, upload);
+  auto written = client::UploadBytes(agent.client, agent.scope, path, content, upload);
+  if (written) NoteFileChange(*agent_session, "file_written", path, {{"bytes", content.size()}});
+  return written;
 }
 
 Result<protocol::DirListing> AgentBackend::ListDirectory(std::string_view ws,
@@ -233,7 +247,9 @@ Status AgentBackend::DeletePath(std::string_view ws, const std::string& path, bo
   auto agent_session = OpenAgent(ws, Access::kWrite, deadline);
   if (!agent_session) return Fail(agent_session.error());
   auto& agent = agent_session->agent;
-  return client::Remove(agent.client, agent.scope, path, recursive);
+  auto removed = client::Remove(agent.client, agent.scope, path, recursive);
+  if (removed) NoteFileChange(*agent_session, "file_deleted", path, {{"recursive", recursive}});
+  return removed;
 }
 
 Result<std::vector<protocol::PortInfo>> AgentBackend::ListPorts(std::string_view ws,

@@ -5,7 +5,9 @@
 // Any thread, concurrently.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,18 @@ class AgentBackend : public Backend {
     std::shared_ptr<void> hold;
     // The workspace's env, put under each exec's own (in berthd; over HTTP berthd does it).
     nlohmann::json env = nlohmann::json::object();
+    // The workspace's id (in berthd, for its timeline; empty over HTTP).
+    std::string workspace_id;
+  };
+  // A command this backend ran or started, for berthd's timeline.
+  struct Ran {
+    const protocol::ExecRequest* request = nullptr;
+    // How it went: the exit of a command run to its end, the pid of a background start, or
+    // the error of a call that failed.
+    const Result<protocol::ExitStatus>* exit = nullptr;
+    std::optional<int64_t> pid;
+    const Error* refused = nullptr;
+    std::chrono::milliseconds took{0};
   };
 
   Result<protocol::ExitStatus> RunCommand(std::string_view ws, const protocol::ExecRequest& request,
@@ -67,6 +81,20 @@ class AgentBackend : public Backend {
   // The agent of `ws` for a call that ends by `deadline`: permission_denied when the caller may
   // not do `access`, and a sleeping workspace woken first (unless auto_start is off).
   virtual Result<AgentSession> OpenAgent(std::string_view ws, Access access, Deadline deadline) = 0;
+  // What a call did, for the workspace's timeline, once the agent answered: over HTTP berthd's
+  // routes record it, so these do nothing; berthd's in-process backend records it. `type` and
+  // `details` as controller/api/agent_events.h's file events.
+  virtual void NoteRan(const AgentSession& session, const Ran& ran) {
+    (void)session;
+    (void)ran;
+  }
+  virtual void NoteFileChange(const AgentSession& session, std::string_view type, const std::string& path,
+                              const nlohmann::json& details) {
+    (void)session;
+    (void)type;
+    (void)path;
+    (void)details;
+  }
 };
 
 // `request` with `env` under its own env (the request's variables win).

@@ -190,6 +190,11 @@ class Backend {
   virtual Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason,
                                                      std::chrono::seconds timeout, Deadline deadline) = 0;
 
+  // --- the timeline: GET …/events with its filters (docs/api.md, "The timeline") ---
+  virtual Result<std::vector<v1::Event>> ListEvents(std::string_view ws, int64_t after, int limit,
+                                                    const client::BerthClient::EventSelect& select,
+                                                    Deadline deadline) = 0;
+
   // --- the guest network: the API's answer of GET|PATCH …/network (docs/api.md, "Network") ---
   virtual Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) = 0;
   // Replaces the egress policy; it applies to the running guest at once.

@@ -727,4 +727,30 @@ std::optional<std::string> FakeBackend::FileForTest(std::string_view ws,
   return std::nullopt;
 }
 
+Result<std::vector<v1::Event>> FakeBackend::ListEvents(std::string_view ws, int64_t after, int limit,
+                                                       const client::BerthClient::EventSelect& select,
+                                                       Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListEvents", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  std::vector<v1::Event> out;
+  for (const auto& e : (*space)->events) {
+    if (e.id <= after) continue;
+    if (!select.types.empty() && ("," + select.types + ",").find("," + e.type + ",") == std::string::npos) continue;
+    if (static_cast<int>(out.size()) == limit) break;
+    out.push_back(e);
+  }
+  return out;
+}
+
+void FakeBackend::AddEventForTest(const std::string& ws, v1::Event event) {
+  std::lock_guard lock(mutex_);
+  auto space = FindLocked(ws);
+  if (!space) return;
+  event.id = static_cast<int64_t>((*space)->events.size()) + 1;
+  event.workspace = (*space)->ws.id;
+  (*space)->events.push_back(std::move(event));
+}
+
 }  // namespace berth::mcp

@@ -73,6 +73,11 @@ class FakeBackend : public Backend {
                                     Deadline deadline) override;
   // The policy as stored (isolated: true, no refusals).
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
+  // The events AddEventForTest added to `ws`; `select.types` as exact types only.
+  Result<std::vector<v1::Event>> ListEvents(std::string_view ws, int64_t after, int limit,
+                                            const client::BerthClient::EventSelect& select,
+                                            Deadline deadline) override;
+  void AddEventForTest(const std::string& ws, v1::Event event);
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;
   // A 1280x800 screen whose image is `scale` of it (the bytes: "PNG" or "JPEG" and the
@@ -135,6 +140,7 @@ class FakeBackend : public Backend {
     std::map<std::string, File> files;  // absolute paths; directories are implied
     std::vector<protocol::PortInfo> ports;
     v1::NetworkPolicy network;
+    std::vector<v1::Event> events;
   };
   // Records the call and returns its canned failure, if any. Under mutex_.
   Status EnterLocked(const std::string& method, Deadline deadline);

@@ -107,6 +107,12 @@ Result<nlohmann::json> HttpBackend::DesktopRequestHuman(std::string_view ws, std
   return berth_.DesktopRequestHuman(ws, reason, timeout, deadline);
 }
 
+Result<std::vector<v1::Event>> HttpBackend::ListEvents(std::string_view ws, int64_t after, int limit,
+                                                       const client::BerthClient::EventSelect& select,
+                                                       Deadline deadline) {
+  return berth_.ListEvents(ws, after, limit, deadline, select);
+}
+
 Result<nlohmann::json> HttpBackend::GetNetwork(std::string_view ws, Deadline deadline) {
   return berth_.GetNetwork(ws, deadline);
 }

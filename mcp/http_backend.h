@@ -43,6 +43,9 @@ class HttpBackend : public AgentBackend {
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) override;
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
+  Result<std::vector<v1::Event>> ListEvents(std::string_view ws, int64_t after, int limit,
+                                            const client::BerthClient::EventSelect& select,
+                                            Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;
 

@@ -98,7 +98,7 @@ std::string DescribeError(const Error& error) {
 const std::vector<Tool>& AllTools() {
   static const std::vector<Tool> tools = [] {
     std::vector<Tool> all;
-    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools, DesktopTools}) {
+    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools, DesktopTools, EventTools}) {
       for (auto& tool : group()) all.push_back(std::move(tool));
     }
     return all;

@@ -112,6 +112,7 @@ std::vector<Tool> FileTools();
 std::vector<Tool> PortTools();
 std::vector<Tool> NetworkTools();
 std::vector<Tool> DesktopTools();
+std::vector<Tool> EventTools();
 
 // Schema building blocks shared by the groups.
 namespace schema {

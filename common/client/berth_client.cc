@@ -401,18 +401,34 @@ Result<v1::Workspace> BerthClient::EnsureRunning(
 
 // --- events and usage --------------------------------------------------------------------------
 
+namespace {
+
+std::string SelectQuery(const BerthClient::EventSelect& select) {
+  std::string out;
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{"type", &select.types},
+                            {"actor", &select.actors}, {"since", &select.since}}) {
+    if (!value->empty()) out += fmt::format("&{}={}", key, http::PercentEncode(*value, false));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<v1::Event>> BerthClient::ListEvents(std::string_view ws, int64_t after,
-                                                       int limit, Deadline deadline) const {
+                                                       int limit, Deadline deadline,
+                                                       const EventSelect& select) const {
   limit = std::clamp(limit, 1, v1::kMaxEventPage);
-  std::string target = WorkspaceRoute(ws, fmt::format("/events?after={}&limit={}", after, limit));
+  std::string target = WorkspaceRoute(
+      ws, fmt::format("/events?after={}&limit={}{}", after, limit, SelectQuery(select)));
   return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::EventListFromJson, verb::get,
                 target);
 }
 
 Status BerthClient::FollowEvents(std::string_view ws, int64_t after,
                                  const std::function<Status(const v1::Event&)>& on_event,
-                                 Deadline deadline) const {
-  std::string target = WorkspaceRoute(ws, fmt::format("/events?follow=1&after={}", after));
+                                 Deadline deadline, const EventSelect& select) const {
+  std::string target =
+      WorkspaceRoute(ws, fmt::format("/events?follow=1&after={}{}", after, SelectQuery(select)));
   // Set by the line handler when a line is not an event, to tell it from the handler's own
   // errors.
   std::optional<Error> malformed;

@@ -129,15 +129,23 @@ class BerthClient {
                                       const std::function<void(std::string_view)>& note = {}) const;
 
   // --- events and usage ---
+  // Which events (?type=, ?actor=, ?since=; docs/api.md), as the caller wrote them: lists
+  // separated by commas ("exec,desktop_*", "key:k_1,system"), a time (ISO 8601 or unix
+  // seconds). Empty: no filter. berthd checks them.
+  struct EventSelect {
+    std::string types;
+    std::string actors;
+    std::string since;
+  };
   // Events after the event id `after`, at most `limit` (1..v1::kMaxEventPage).
   Result<std::vector<v1::Event>> ListEvents(std::string_view ws, int64_t after, int limit,
-                                            Deadline deadline) const;
+                                            Deadline deadline, const EventSelect& select = {}) const;
   // Events after `after`, then live ones as they happen, to `on_event` (keepalives are not
   // passed on); an error from it ends the stream and is returned. Ends when berthd ends the
   // stream or at the deadline (kNoDeadline: until then).
   Status FollowEvents(std::string_view ws, int64_t after,
                       const std::function<Status(const v1::Event&)>& on_event,
-                      Deadline deadline) const;
+                      Deadline deadline, const EventSelect& select = {}) const;
   // Running time per workspace over [from, to) (unix seconds; default the last 30 days).
   Result<v1::Usage> GetUsage(std::optional<int64_t> from, std::optional<int64_t> to,
                              Deadline deadline) const;

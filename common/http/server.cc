@@ -269,7 +269,13 @@ Task<Status> Exchange::Send(bhttp::response<bhttp::string_body> response) {
 }
 
 Task<Status> Exchange::SendJson(bhttp::status status, const nlohmann::json& body) {
+  co_return co_await SendJson(status, body, {});
+}
+
+Task<Status> Exchange::SendJson(bhttp::status status, const nlohmann::json& body,
+                                const std::vector<std::pair<std::string, std::string>>& headers) {
   bhttp::response<bhttp::string_body> res{status, request().version()};
+  for (const auto& [k, v] : headers) res.set(k, v);
   res.set(bhttp::field::content_type, "application/json");
   res.body() = DumpJson(body);
   res.body().push_back('\n');

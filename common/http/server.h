@@ -134,6 +134,8 @@ class Exchange {
   // --- answers ----------------------------------------------------------------------------
   Task<Status> Send(bhttp::response<bhttp::string_body> response);
   Task<Status> SendJson(bhttp::status status, const nlohmann::json& body);
+  Task<Status> SendJson(bhttp::status status, const nlohmann::json& body,
+                        const std::vector<std::pair<std::string, std::string>>& headers);
   Task<Status> SendError(const Error& error);
   // A chunked response: BeginChunked once, WriteChunk any number of times, EndChunked.
   // `headers` are added as given (a field given twice is sent twice: Set-Cookie); an empty

@@ -136,7 +136,8 @@ Task<End> SpliceDirection(Socket& from, Socket& to, Direction& dir) {
 }
 
 // from -> to through a buffer that grows while reads fill it.
-Task<End> CopyDirection(Socket& from, Socket& to, size_t max_chunk, Direction& dir) {
+Task<End> CopyDirection(Socket& from, Socket& to, size_t max_chunk, Direction& dir,
+                        const std::function<void(std::string_view)>& tap) {
   std::vector<char> buf(std::min(kMinChunk, max_chunk));
   for (;;) {
     auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), kTuple);
@@ -147,6 +148,7 @@ Task<End> CopyDirection(Socket& from, Socket& to, size_t max_chunk, Direction& d
         co_return End::kError;
       }
       dir.moved += n;
+      if (tap) tap(std::string_view(buf.data(), n));
       if (n == buf.size() && buf.size() < max_chunk) {
         buf.resize(std::min(buf.size() * 2, max_chunk));
       }
@@ -163,7 +165,7 @@ Task<End> CopyDirection(Socket& from, Socket& to, size_t max_chunk, Direction& d
 }
 
 Task<bool> OneWay(Socket& from, Socket& to, std::string_view initial, const PumpOptions& options,
-                  Direction& dir) {
+                  Direction& dir, const std::function<void(std::string_view)>& tap) {
   if (!initial.empty()) {
     auto [ec, n] =
         co_await asio::async_write(to, asio::buffer(initial.data(), initial.size()), kTuple);
@@ -172,10 +174,11 @@ Task<bool> OneWay(Socket& from, Socket& to, std::string_view initial, const Pump
       co_return false;
     }
     dir.moved += n;
+    if (tap) tap(initial);
   }
   End end = End::kUnsupported;
-  if (options.splice) end = co_await SpliceDirection(from, to, dir);
-  if (end == End::kUnsupported) end = co_await CopyDirection(from, to, options.max_chunk, dir);
+  if (options.splice && !tap) end = co_await SpliceDirection(from, to, dir);
+  if (end == End::kUnsupported) end = co_await CopyDirection(from, to, options.max_chunk, dir, tap);
   co_return end == End::kEof;
 }
 
@@ -190,8 +193,8 @@ Task<PumpStats> Pump(Socket& a, Socket& b, PumpOptions options) {
   Direction forward;
   Direction backward;
   auto [forward_eof, backward_eof] =
-      co_await (OneWay(a, b, options.a_initial, options, forward) &&
-                OneWay(b, a, options.b_initial, options, backward));
+      co_await (OneWay(a, b, options.a_initial, options, forward, options.a_to_b_tap) &&
+                OneWay(b, a, options.b_initial, options, backward, options.b_to_a_tap));
   PumpStats stats;
   stats.a_to_b = forward.moved;
   stats.b_to_a = backward.moved;

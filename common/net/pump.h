@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "common/http/types.h"
@@ -54,6 +55,11 @@ struct PumpOptions {
   // stall a direction until more data arrives. The copy path has no such limit. splice(2)
   // cannot take MSG_NOSIGNAL either: the calling thread must ignore or block SIGPIPE.
   bool splice = false;
+  // Each sees every byte delivered in its direction, in order, initial bytes included, after
+  // they were written (berthd's timeline reads a WebSocket's first and last messages this
+  // way). A direction with a tap copies (no splice). Called on the pump's executor.
+  std::function<void(std::string_view)> a_to_b_tap;
+  std::function<void(std::string_view)> b_to_a_tap;
 };
 
 struct PumpStats {

@@ -590,4 +590,39 @@ void AppendJsonString(std::string& out, std::string_view data) {
   out.push_back('"');
 }
 
+std::string ExitHeaderValue(const ExitStatus& exit) {
+  if (!exit.exit_code) return {};
+  std::string out = std::to_string(*exit.exit_code);
+  if (exit.signal) out += " " + *exit.signal;
+  if (exit.timed_out) out += " timed_out";
+  return out;
+}
+
+std::optional<ExitStatus> ParseExitHeader(std::string_view value) {
+  ExitStatus exit;
+  size_t space = value.find(' ');
+  std::string_view code = value.substr(0, space);
+  int n = 0;
+  auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), n);
+  if (code.empty() || ec != std::errc() || end != code.data() + code.size() || n < 0 || n > 255) {
+    return std::nullopt;
+  }
+  exit.exit_code = n;
+  std::string_view rest = space == std::string_view::npos ? std::string_view() : value.substr(space + 1);
+  while (!rest.empty()) {
+    size_t next = rest.find(' ');
+    std::string_view token = rest.substr(0, next);
+    rest = next == std::string_view::npos ? std::string_view() : rest.substr(next + 1);
+    if (token == "timed_out") {
+      exit.timed_out = true;
+    } else if (!exit.signal && !token.empty() && token.size() <= 16 &&
+               std::ranges::all_of(token, [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); })) {
+      exit.signal = std::string(token);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return exit;
+}
+
 }  // namespace berth::protocol

@@ -56,6 +56,12 @@ std::string EnvHeaderValue(const nlohmann::json& env);
 // `env` already has it.
 Status ApplyEnvHeader(std::string_view value, EnvOverrides& env);
 
+// The agent's answer to an exec in wait mode says how it ended in this header too, so that
+// berthd's timeline need not read the body: "0", "137 KILL", "137 KILL timed_out" (the exit
+// code, the signal's name when a signal ended it, and whether its timeout did). Absent when the
+// exit is unknown.
+inline constexpr std::string_view kExitHeader = "Berth-Exit";
+
 struct ExecRequest {
   ExecRequest() = default;
   Command cmd;
@@ -81,6 +87,11 @@ struct ExitStatus {
   uint64_t duration_ms = 0;
   bool timed_out = false;
 };
+// kExitHeader's value for `exit`; empty when it has no exit code.
+std::string ExitHeaderValue(const ExitStatus& exit);
+// Parses it back: nullopt for anything malformed (the header comes from the guest).
+std::optional<ExitStatus> ParseExitHeader(std::string_view value);
+
 
 // The answer of a wait-mode exec.
 struct ExecResult {

@@ -40,6 +40,7 @@ json ToJson(const Event& e) {
   j["message"] = e.message;
   j["data"] = e.data;
   j["workspace"] = e.workspace;
+  j["actor"] = e.actor;
   return j;
 }
 
@@ -52,6 +53,10 @@ Result<Event> EventFromJson(const json& j) {
       .String("type", e.type)
       .String("message", e.message, kMaxTextBytes)
       .Object("data", e.data);
+  // Absent from berthd before the timeline had actors.
+  std::optional<std::string> actor;
+  r.OptString("actor", actor);
+  if (actor) e.actor = std::move(*actor);
   if (r.ok() && DumpJson(e.data).size() > kMaxEventDataBytes) {
     r.Problem(fmt::format("'data' is larger than {} bytes", kMaxEventDataBytes));
   }

@@ -22,6 +22,8 @@ struct Event {
   std::string type;  // created, started, stopped_by_idle, woken, error, ... (docs/api.md)
   std::string message;
   nlohmann::json data = nlohmann::json::object();
+  // Who caused it: "system" (berthd), an API key's id ("key_…"), "preview" (docs/api.md).
+  std::string actor = "system";
 };
 nlohmann::json ToJson(const Event& event);
 Result<Event> EventFromJson(const nlohmann::json& json);

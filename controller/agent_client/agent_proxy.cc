@@ -126,8 +126,16 @@ http::Task<Answered> Answer(http::Exchange& ex, AgentConnector& connector,
 http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
                               const ProxyOptions& options, AgentConnectionPool* pool,
                               const ExtraHeaders& extra_headers) {
+  co_await ProxyToAgent(ex, link, std::move(target), options, pool, extra_headers, nullptr);
+}
+
+http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
+                              const ProxyOptions& options, AgentConnectionPool* pool,
+                              const ExtraHeaders& extra_headers, ProxyTrace* trace) {
   AgentConnector connector(link, options, pool);
   ProxyPlan plan;
+  plan.trace = trace;
+  if (trace) plan.relay.trace = &trace->answer;
   plan.build = [&](BodyFraming framing) {
     return BuildUpstreamRequest(ex.request(), target, link.token, extra_headers, framing);
   };
@@ -159,6 +167,7 @@ http::Task<void> ProxyThrough(http::Exchange& ex, AgentConnector& connector, con
     }
     small_body = std::move(*body);
     framing = BodyFraming::Length(small_body.size());
+    if (plan.trace) plan.trace->request_body = small_body;
   } else if (has_body) {
     framing = length ? BodyFraming::Length(*length) : BodyFraming::Chunked();
   }

@@ -46,6 +46,18 @@ http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::st
                               const ProxyOptions& options, AgentConnectionPool* pool,
                               const ExtraHeaders& extra_headers);
 
+// What a caller may keep of a proxied exchange, for the timeline (api/agent_events.h).
+struct ProxyTrace {
+  // The request's body when it was read whole (at most kReplayableBody); nullopt when it
+  // streamed through or there was none.
+  std::optional<std::string> request_body;
+  RelayTrace answer;
+};
+// The same, filling `trace` (which must outlive the coroutine).
+http::Task<void> ProxyToAgent(http::Exchange& ex, const AgentLink& link, std::string target,
+                              const ProxyOptions& options, AgentConnectionPool* pool,
+                              const ExtraHeaders& extra_headers, ProxyTrace* trace);
+
 // What a proxied exchange is made of besides the connector: ProxyToAgent's is the agent's API;
 // the preview proxy's (controller/preview/) is an app behind a tunnel.
 struct ProxyPlan {
@@ -56,6 +68,9 @@ struct ProxyPlan {
   // connector's error); empty: the error as JSON (SendError). Not called for a client that
   // went away.
   std::function<http::Task<void>(http::Exchange&, const Error&)> unreachable;
+  // Filled when given: the request's body (when read whole) and, through relay.trace, the
+  // answer.
+  ProxyTrace* trace = nullptr;
 };
 
 // The proxy itself, for any plan: the request (whole when small, so it may take a pooled

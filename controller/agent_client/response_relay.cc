@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/net/pump.h"
+#include "common/protocol/exec.h"
+#include "controller/agent_client/ws_tap.h"
 
 namespace berth::agent_client {
 
@@ -48,6 +50,18 @@ http::Task<Status> WriteBody(http::Exchange& ex, bool fixed, std::string_view da
   co_return co_await ex.WriteChunk(data);
 }
 
+// The last RelayTrace::kTailBytes of what went by, `tail` included.
+void KeepTail(std::string& tail, std::string_view data) {
+  constexpr size_t kMax = RelayTrace::kTailBytes;
+  if (data.size() >= kMax) {
+    tail.assign(data.substr(data.size() - kMax));
+    return;
+  }
+  size_t keep = std::min(tail.size(), kMax - data.size());
+  tail.erase(0, tail.size() - keep);
+  tail.append(data);
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> RelayedHeaders(
@@ -85,6 +99,11 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
   }
   auto headers = RelayedHeaders(head.base(), policy);
   std::string content_type(head[bhttp::field::content_type]);
+  RelayTrace* trace = policy.trace;
+  if (trace) {
+    trace->status = static_cast<int>(status);
+    trace->exit_header = std::string(head[protocol::kExitHeader]).substr(0, 64);
+  }
   const bool fixed = parser.content_length().has_value();
   if (ex.method() == bhttp::verb::head) {
     // The header alone, saying what a GET would have got (its length, or chunked).
@@ -110,6 +129,7 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
     auto sent = co_await ex.Send(std::move(res));
     if (!sent) co_return sent;
     if (!parser.is_done()) co_return Fail(ErrorCode::kUnavailable, "answer not read to its end");
+    if (trace) trace->complete = true;
     co_return Status{};
   }
 
@@ -134,7 +154,9 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
     if (ec == bhttp::error::need_buffer) ec = {};
     size_t got = chunk.size() - parser.get().body().size;
     if (got > 0) {
-      auto wrote = co_await WriteBody(ex, fixed, std::string_view(chunk.data(), got));
+      std::string_view data(chunk.data(), got);
+      if (trace) KeepTail(trace->tail, data);
+      auto wrote = co_await WriteBody(ex, fixed, data);
       if (!wrote) co_return wrote;
     }
     if (ec) {
@@ -150,11 +172,13 @@ http::Task<Status> RelayResponse(http::Exchange& ex, Upstream& up, const ProxyOp
     auto ended = co_await ex.EndChunked();
     if (!ended) co_return ended;
   }
+  if (trace) trace->complete = true;
   co_return Status{};
 }
 
 http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up, const RelayPolicy& policy) {
   const auto& head = up.parser->get();
+  if (policy.trace) policy.trace->status = 101;
   std::string to_client =
       fmt::format("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: {}\r\n",
                   std::string_view(head[bhttp::field::upgrade]));
@@ -163,6 +187,7 @@ http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up, const RelayPolic
   }
   to_client += "\r\n";
   // What the agent sent right behind its 101 (a WebSocket frame, tunnel bytes) follows it.
+  const size_t header_bytes = to_client.size();
   auto buffered = up.buffer.data();
   to_client.append(static_cast<const char*>(buffered.data()), buffered.size());
   up.buffer.consume(up.buffer.size());
@@ -172,8 +197,26 @@ http::Task<void> RelayUpgrade(http::Exchange& ex, Upstream& up, const RelayPolic
   net::PumpOptions pump;
   pump.a_initial = to_agent;   // a: the client
   pump.b_initial = to_client;  // b: the agent
+  // The timeline's look at a WebSocket: the session's start and its end. The agent's 101
+  // header is not a frame: only what follows it is.
+  WsMessageTap from_client;
+  WsMessageTap from_agent;
+  size_t header_left = header_bytes;
+  if (policy.trace) {
+    pump.a_to_b_tap = [&](std::string_view bytes) { from_client.Feed(bytes); };
+    pump.b_to_a_tap = [&](std::string_view bytes) {
+      size_t skip = std::min(header_left, bytes.size());
+      header_left -= skip;
+      from_agent.Feed(bytes.substr(skip));
+    };
+  }
   auto stats = co_await net::Pump(ex.stream().socket(), up.stream.socket(), pump);
   (void)stats;  // nothing to report per pipe; the stream guard records the session itself
+  if (policy.trace) {
+    policy.trace->first_client_text = from_client.first_text();
+    policy.trace->last_agent_text = from_agent.last_text();
+    policy.trace->complete = true;
+  }
 }
 
 }  // namespace berth::agent_client

@@ -19,6 +19,20 @@
 namespace berth::agent_client {
 
 // Whose answer is relayed, which decides what of its header reaches the client.
+// What berthd keeps of an answer it relays, for the timeline (api/agent_events.h): the status,
+// the agent's exit header (an exec in wait mode) and the body's last bytes. Bounded: nothing
+// here grows with the answer.
+struct RelayTrace {
+  static constexpr size_t kTailBytes = 4096;
+  int status = 0;           // 0: no answer reached the client
+  std::string exit_header;  // protocol::kExitHeader, as the agent sent it (at most 64 bytes)
+  std::string tail;         // the body's last kTailBytes
+  bool complete = false;    // the whole answer reached the client
+  // An upgraded answer (a WebSocket: an exec session): the client's first text message and
+  // the agent's last, when small (ws_tap.h).
+  std::optional<std::string> first_client_text;
+  std::optional<std::string> last_agent_text;
+};
 struct RelayPolicy {
   // The agent's (berthd's own API): Content-Type is berthd's to set (application/octet-stream
   // when the agent gave none) and Set-Cookie never passes (a guest sets no cookies on berthd's
@@ -31,6 +45,8 @@ struct RelayPolicy {
   }
   bool app = false;
   std::optional<std::string> (*set_cookie)(std::string_view) = nullptr;
+  // Filled as the answer goes, when given (outlives the relay).
+  RelayTrace* trace = nullptr;
 };
 
 // The fields of the response header that reach the client: never the hop-by-hop ones

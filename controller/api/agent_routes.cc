@@ -1,10 +1,14 @@
 // The workspace-scoped routes that mirror the agent's API (DESIGN.md, "The path of a request"):
 // authenticate, authorize, wake the workspace if it sleeps, count the request as activity and
 // hold it open as a stream while it lasts, then stream it through to the agent.
+#include <charconv>
+
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/protocol/exec.h"
 #include "controller/agent_client/agent_target.h"
+#include "controller/api/agent_events.h"
 #include "controller/api/api_server.h"
 
 namespace berth::api {
@@ -13,6 +17,29 @@ namespace {
 using http::bhttp::verb;
 using workspace::State;
 using workspace::Workspace;
+
+// What the timeline needs of the request (agent_events.h), read before it is proxied.
+AgentCall CallOf(http::Exchange& ex, const std::string& kind) {
+  AgentCall call;
+  call.kind = kind;
+  call.method = ex.method();
+  if (kind == "session") call.attach = ex.query().Get("attach");
+  if (kind != "files") return call;
+  std::string path(ex.param("rest"));
+  if (!path.starts_with('/')) path.insert(0, 1, '/');
+  call.path = path.substr(0, 1024);
+  call.op = ex.query().Get("op");
+  if (auto to = ex.query().Get("to")) call.to = to->substr(0, 1024);
+  call.recursive = ex.query().GetBool("recursive", false).value_or(false);
+  call.archive = ex.query().Get("archive").has_value() ||
+                 http::beast::iequals(ex.header(http::bhttp::field::content_type), "application/x-tar");
+  std::string_view length = ex.header(http::bhttp::field::content_length);
+  uint64_t n = 0;
+  if (!length.empty() && std::from_chars(length.data(), length.data() + length.size(), n).ec == std::errc()) {
+    call.content_length = n;
+  }
+  return call;
+}
 
 http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std::string kind) {
   if (!co_await Require(ex, needed)) co_return;
@@ -45,8 +72,23 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
     co_await ex.SendError(target.error());
     co_return;
   }
+  AgentCall call = CallOf(ex, kind);
+  std::string actor = ActorOf(ex);
+  agent_client::ProxyTrace trace;
+  auto began = std::chrono::steady_clock::now();
   co_await agent_client::ProxyToAgent(ex, *link, std::move(*target), ctx.options.proxy,
-                                      &ctx.agent_connections, headers);
+                                      &ctx.agent_connections, headers, &trace);
+  call.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - began).count();
+  auto event = AgentEvent(call, trace);
+  if (!event) co_return;
+  auto record = [&] {
+    return ctx.service.RecordEvent(ws->id, event->type, event->message, event->data, actor);
+  };
+  auto recorded = co_await ctx.Blocking(record);
+  if (!recorded && recorded.error().code != ErrorCode::kNotFound) {
+    spdlog::warn("workspace {}: {} event: {}", ws->id, event->type, recorded.error().message);
+  }
 }
 
 }  // namespace

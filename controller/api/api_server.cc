@@ -13,6 +13,10 @@ namespace berth::api {
 using http::bhttp::status;
 using http::bhttp::verb;
 
+std::string ActorOf(http::Exchange& ex) {
+  return store::KeyActor(ex.context().value("key_id", ""));
+}
+
 Principal PrincipalOf(http::Exchange& ex) {
   const auto& c = ex.context();
   Principal p;

@@ -77,6 +77,8 @@ struct ApiContext {
 
 // The principal the request runs as (set by the auth middleware).
 Principal PrincipalOf(http::Exchange& ex);
+// Who the timeline says did what this request does: "key:<key id>" (store/event_filter.h).
+std::string ActorOf(http::Exchange& ex);
 // Resumes after `d` without holding a thread (polling loops: wake, wait, follow).
 http::Task<void> SleepFor(std::chrono::milliseconds d);
 // Sends 403 unless the principal has `needed`; true when allowed.

@@ -115,6 +115,7 @@ v1::Event EventWire(const store::Event& e) {
   out.type = e.type;
   out.message = e.message;
   out.data = e.data.is_object() ? e.data : nlohmann::json::object();
+  out.actor = e.actor;
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_future.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "controller/api/api_server.h"
 #include "controller/api/json.h"
@@ -141,6 +142,7 @@ Result<v1::Workspace> LocalBackend::CreateWorkspace(const v1::CreateWorkspace& r
   // The API's own validation, from the same body the API would get.
   auto parsed = workspace::ParseCreateRequest(v1::ToJson(request));
   if (!parsed) return Fail(parsed.error());
+  parsed->by = store::KeyActor(principal_.key_id);
   auto created = Sync(service_.Create(principal_.tenant_id, std::move(*parsed), ""));
   if (!created) return Fail(created.error());
   return Wire(created->workspace);
@@ -168,28 +170,28 @@ Result<mcp::WorkspaceList> LocalBackend::ListWorkspaces(const v1::WorkspaceFilte
 
 Result<v1::Workspace> LocalBackend::StartWorkspace(std::string_view ws, Deadline) {
   if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
-  auto done = Sync(service_.Start(principal_.tenant_id, std::string(ws)));
+  auto done = Sync(service_.Start(principal_.tenant_id, std::string(ws), {}, store::KeyActor(principal_.key_id)));
   if (!done) return Fail(done.error());
   return Wire(*done);
 }
 
 Result<v1::Workspace> LocalBackend::StopWorkspace(std::string_view ws, bool force, Deadline) {
   if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
-  auto done = Sync(service_.Stop(principal_.tenant_id, std::string(ws), force));
+  auto done = Sync(service_.Stop(principal_.tenant_id, std::string(ws), force, store::KeyActor(principal_.key_id)));
   if (!done) return Fail(done.error());
   return Wire(*done);
 }
 
 Result<v1::Workspace> LocalBackend::HibernateWorkspace(std::string_view ws, Deadline) {
   if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
-  auto done = Sync(service_.Hibernate(principal_.tenant_id, std::string(ws)));
+  auto done = Sync(service_.Hibernate(principal_.tenant_id, std::string(ws), store::KeyActor(principal_.key_id)));
   if (!done) return Fail(done.error());
   return Wire(*done);
 }
 
 Result<v1::Workspace> LocalBackend::DeleteWorkspace(std::string_view ws, Deadline) {
   if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
-  auto done = Sync(service_.Delete(principal_.tenant_id, std::string(ws)));
+  auto done = Sync(service_.Delete(principal_.tenant_id, std::string(ws), store::KeyActor(principal_.key_id)));
   if (!done) return Fail(done.error());
   return Wire(*done);
 }
@@ -328,7 +330,70 @@ Result<mcp::AgentBackend::AgentSession> LocalBackend::OpenAgent(std::string_view
   options.io_timeout = std::chrono::minutes(5);
   options.max_response_bytes = 64u << 20;
   return AgentSession{client::WorkspaceAgent{client::ApiClient(link->endpoint, link->token, options), "/v1"},
-                      std::move(hold), found->env};
+                      std::move(hold), found->env, found->id};
+}
+
+Result<std::vector<v1::Event>> LocalBackend::ListEvents(std::string_view ws, int64_t after, int limit,
+                                                       const client::BerthClient::EventSelect& select,
+                                                       Deadline) {
+  if (auto s = Require(Scope::kRead); !s) return Fail(s.error());
+  store::EventFilter filter;
+  filter.after_id = std::max<int64_t>(after, 0);
+  filter.limit = std::clamp(limit, 1, v1::kMaxEventPage);
+  if (!select.types.empty()) {
+    auto types = store::ParseEventTypes(select.types);
+    if (!types) return Fail(types.error());
+    filter.types = std::move(*types);
+  }
+  if (!select.actors.empty()) {
+    auto actors = store::ParseEventActors(select.actors);
+    if (!actors) return Fail(actors.error());
+    filter.actors = std::move(*actors);
+  }
+  if (!select.since.empty()) {
+    auto since = ParseTime(select.since);
+    if (!since) return Fail(since.error());
+    filter.since = *since;
+  }
+  auto events = service_.ListEvents(principal_.tenant_id, std::string(ws), filter);
+  if (!events) return Fail(events.error());
+  std::vector<v1::Event> out;
+  for (const auto& e : *events) out.push_back(EventWire(e));
+  return out;
+}
+
+void LocalBackend::Record(const std::string& workspace_id, const EventDraft& event) {
+  auto recorded = service_.RecordEvent(workspace_id, event.type, event.message, event.data,
+                                       store::KeyActor(principal_.key_id));
+  if (!recorded && recorded.error().code != ErrorCode::kNotFound) {
+    spdlog::warn("workspace {}: {} event: {}", workspace_id, event.type, recorded.error().message);
+  }
+}
+
+void LocalBackend::NoteRan(const AgentSession& session, const Ran& ran) {
+  if (session.workspace_id.empty() || !ran.request) return;
+  ExecSeen seen;
+  seen.request = ran.request->ToJson();
+  seen.duration_ms = ran.took.count();
+  const Error* failed = ran.refused;
+  if (ran.exit && !*ran.exit) failed = &ran.exit->error();
+  if (failed) {
+    seen.status = HttpStatus(failed->code);
+    seen.refusal = failed->message;
+  } else if (ran.exit) {
+    seen.status = 200;
+    seen.exit = **ran.exit;
+  } else {
+    seen.status = 202;
+    seen.pid = ran.pid;
+  }
+  Record(session.workspace_id, ExecEventOf(seen));
+}
+
+void LocalBackend::NoteFileChange(const AgentSession& session, std::string_view type, const std::string& path,
+                                  const nlohmann::json& details) {
+  if (session.workspace_id.empty()) return;
+  Record(session.workspace_id, FileEventOf(std::string(type), path, details));
 }
 
 }  // namespace berth::api

@@ -21,6 +21,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "controller/api/agent_events.h"
 #include "controller/api/auth.h"
 #include "controller/desktop/desktop_service.h"
 #include "controller/preview/preview_service.h"
@@ -91,13 +92,22 @@ class LocalBackend : public mcp::AgentBackend {
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) override;
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
+  // The filters checked as GET …/events checks them.
+  Result<std::vector<v1::Event>> ListEvents(std::string_view ws, int64_t after, int limit,
+                                            const client::BerthClient::EventSelect& select,
+                                            Deadline deadline) override;
   Result<nlohmann::json> SetNetwork(std::string_view ws, const v1::NetworkPolicy& policy,
                                     Deadline deadline) override;
 
  protected:
   Result<AgentSession> OpenAgent(std::string_view ws, Access access, Deadline deadline) override;
+  // On the workspace's timeline, by this session's key, as the routes record theirs.
+  void NoteRan(const AgentSession& session, const Ran& ran) override;
+  void NoteFileChange(const AgentSession& session, std::string_view type, const std::string& path,
+                      const nlohmann::json& details) override;
 
  private:
+  void Record(const std::string& workspace_id, const EventDraft& event);
   Status Require(Scope needed) const;
   // The workspace, for a desktop call needing `needed`, woken.
   Result<workspace::Workspace> AwakeForDesktop(std::string_view ws, Scope needed, Deadline deadline);

@@ -46,6 +46,7 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string key(ex.header("Idempotency-Key"));
+  request->by = ActorOf(ex);
   auto created = co_await ctx.service.Create(tenant, *request, key);
   if (!created) {
     co_await ex.SendError(created.error());
@@ -109,7 +110,7 @@ http::Task<void> Patch(ApiContext& ctx, http::Exchange& ex) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto ws = co_await ctx.service.Patch(tenant, ref, *body);
+  auto ws = co_await ctx.service.Patch(tenant, ref, *body, ActorOf(ex));
   co_await SendWorkspace(ctx, ex, status::ok, ws);
 }
 
@@ -136,14 +137,15 @@ http::Task<void> Act(ApiContext& ctx, http::Exchange& ex, Action action) {
   }
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
+  std::string by = ActorOf(ex);
   Result<Workspace> ws = Fail(ErrorCode::kInternal, "unknown action");
   switch (action) {
-    case Action::kStart: ws = co_await ctx.service.Start(tenant, ref); break;
-    case Action::kStop: ws = co_await ctx.service.Stop(tenant, ref, force); break;
-    case Action::kHibernate: ws = co_await ctx.service.Hibernate(tenant, ref); break;
-    case Action::kRestart: ws = co_await ctx.service.Restart(tenant, ref); break;
+    case Action::kStart: ws = co_await ctx.service.Start(tenant, ref, {}, by); break;
+    case Action::kStop: ws = co_await ctx.service.Stop(tenant, ref, force, by); break;
+    case Action::kHibernate: ws = co_await ctx.service.Hibernate(tenant, ref, by); break;
+    case Action::kRestart: ws = co_await ctx.service.Restart(tenant, ref, by); break;
     case Action::kKeepAlive: ws = co_await ctx.service.KeepAlive(tenant, ref); break;
-    case Action::kDelete: ws = co_await ctx.service.Delete(tenant, ref); break;
+    case Action::kDelete: ws = co_await ctx.service.Delete(tenant, ref, by); break;
   }
   status code = action == Action::kKeepAlive ? status::ok : status::accepted;
   co_await SendWorkspace(ctx, ex, code, ws);
@@ -187,14 +189,40 @@ http::Task<void> Wait(ApiContext& ctx, http::Exchange& ex) {
   co_await SendWorkspace(ctx, ex, status::ok, ws);
 }
 
+// ?after=&limit=&type=&actor=&since= (store/event_filter.h).
+Result<store::EventFilter> EventFilterOf(const http::Exchange& ex) {
+  store::EventFilter filter;
+  auto after = ex.query().GetInt("after", 0, 0, INT64_MAX);
+  if (!after) return Fail(after.error());
+  auto limit = ex.query().GetInt("limit", 100, 1, v1::kMaxEventPage);
+  if (!limit) return Fail(limit.error());
+  filter.after_id = *after;
+  filter.limit = static_cast<int>(*limit);
+  if (auto types = ex.query().Get("type")) {
+    auto parsed = store::ParseEventTypes(*types);
+    if (!parsed) return Fail(parsed.error());
+    filter.types = std::move(*parsed);
+  }
+  if (auto actors = ex.query().Get("actor")) {
+    auto parsed = store::ParseEventActors(*actors);
+    if (!parsed) return Fail(parsed.error());
+    filter.actors = std::move(*parsed);
+  }
+  if (auto since = ex.query().Get("since")) {
+    auto t = ParseTime(*since);
+    if (!t) return Fail(t.error());
+    filter.since = *t;
+  }
+  return filter;
+}
+
 http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string ref(ex.param("ws"));
-  auto after = ex.query().GetInt("after", 0, 0, INT64_MAX);
-  auto limit = ex.query().GetInt("limit", 100, 1, 1000);
+  auto filter = EventFilterOf(ex);
   auto follow = ex.query().GetBool("follow", false);
-  if (!after || !limit || !follow) {
-    auto error = !after ? after.error() : !limit ? limit.error() : follow.error();
+  if (!filter || !follow) {
+    auto error = !filter ? filter.error() : follow.error();
     co_await ex.SendError(error);
     co_return;
   }
@@ -204,13 +232,13 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   std::string id = ws->id;
-  int64_t cursor = *after;
-  int n = static_cast<int>(*limit);
+  int64_t& cursor = filter->after_id;
+  int& n = filter->limit;
   // Subscribed before the backlog is read: nothing between the two is missed (and what both
   // carry is sent once, by id).
   std::unique_ptr<workspace::Subscription> changes;
   if (*follow) changes = ctx.service.Subscribe(co_await boost::asio::this_coro::executor, tenant, id);
-  auto read = [&] { return ctx.store.ListEvents(id, cursor, n); };
+  auto read = [&] { return ctx.store.ListEvents(id, *filter); };
   auto events = co_await ctx.Blocking(read);
   if (!events) {
     co_await ex.SendError(events.error());
@@ -261,7 +289,9 @@ http::Task<void> Events(ApiContext& ctx, http::Exchange& ex) {
       if (!co_await ex.WriteChunk(keepalive)) co_return;
       continue;
     }
-    if (change->event) events->push_back(std::move(*change->event));
+    if (change->event && filter->Matches(change->event->type, change->event->actor, change->event->at)) {
+      events->push_back(std::move(*change->event));
+    }
     if (change->deleted) {
       // The workspace is gone once its "deleted" event has gone out: end the stream.
       std::string last;

@@ -162,6 +162,14 @@ bool DesktopControl::InputAllowed(const std::string& workspace_id, ViewerMode mo
   return it != entries_.end() && it->second.state.holder == Holder::kHuman;
 }
 
+std::string ControlEvent::Actor() const {
+  auto by = data.find("by");
+  if (by == data.end() || !by->is_string()) return std::string(store::kSystemActor);
+  const auto& key = by->get_ref<const std::string&>();
+  if (key.empty() || key == kBerthdActor) return std::string(store::kSystemActor);
+  return store::KeyActor(key);
+}
+
 void DesktopControl::FlushBurst(const std::string& id, std::optional<Burst>& burst, bool human,
                                 std::vector<ControlEvent>& out) {
   if (!burst) return;
@@ -230,9 +238,9 @@ std::vector<ControlEvent> DesktopControl::Tick() {
     if (e.agent && now - e.agent->last >= options_.burst_gap.count()) FlushBurst(id, e.agent, false, out);
     if (e.state.holder == Holder::kHuman) {
       if (e.state.lease_expires && *e.state.lease_expires <= now) {
-        ReleaseLocked(id, e, "berthd", "", "lease_expired", now, out);
+        ReleaseLocked(id, e, std::string(kBerthdActor), "", "lease_expired", now, out);
       } else if (e.grace_until && *e.grace_until <= now && e.control_viewers == 0) {
-        ReleaseLocked(id, e, "berthd", "", "viewer_gone", now, out);
+        ReleaseLocked(id, e, std::string(kBerthdActor), "", "viewer_gone", now, out);
       }
     }
     // Nothing left to remember: the agent holds it, nobody watches, no burst is open, no help
@@ -255,7 +263,7 @@ std::vector<ControlEvent> DesktopControl::ReleaseAll(const std::string& cause) {
   for (auto& [id, e] : entries_) {
     FlushBurst(id, e.agent, false, out);
     if (e.state.holder == Holder::kHuman) {
-      ReleaseLocked(id, e, "berthd", "", cause, now, out);
+      ReleaseLocked(id, e, std::string(kBerthdActor), "", cause, now, out);
     } else {
       FlushBurst(id, e.human, true, out);
     }

@@ -29,6 +29,7 @@
 
 #include "common/error.h"
 #include "controller/desktop/tickets.h"
+#include "controller/store/event_filter.h"
 
 namespace berth::desktop {
 
@@ -81,11 +82,17 @@ struct ControlState {
   nlohmann::json ToJson() const;
 };
 
+// The `by` of what berthd itself does (a lease that ran out, a viewer gone).
+inline constexpr std::string_view kBerthdActor = "berthd";
+
 struct ControlEvent {
   std::string workspace_id;
   std::string type;
   std::string message;
   nlohmann::json data = nlohmann::json::object();
+  // Who caused it, for the timeline: the key in data.by, or berthd itself (a lease that ran
+  // out, a viewer gone).
+  std::string Actor() const;
 };
 
 struct ControlChange {

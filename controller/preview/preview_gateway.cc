@@ -226,7 +226,8 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
         nlohmann::json data = {{"port", address.port}, {"by", access->by}};
         auto recorded = deps_.service.RecordEvent(
             access->ws.id, "preview_opened",
-            fmt::format("port {} opened from the web UI by {}", address.port, access->by), data);
+            fmt::format("port {} opened from the web UI by {}", address.port, access->by), data,
+            store::KeyActor(access->by));
         if (!recorded) spdlog::warn("preview of {}: {}", access->ws.id, recorded.error().message);
         return true;
       };
@@ -261,7 +262,8 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
         nlohmann::json data = {{"preview_id", grant.id}, {"port", grant.port}};
         auto recorded = deps_.service.RecordEvent(
             grant.workspace_id, "preview_token_used",
-            fmt::format("preview {} of port {} opened for the first time", grant.id, grant.port), data);
+            fmt::format("preview {} of port {} opened for the first time", grant.id, grant.port), data,
+            std::string(store::kPreviewActor));
         if (!recorded) spdlog::warn("preview {}: {}", grant.id, recorded.error().message);
       }
       return true;

@@ -176,6 +176,11 @@ CREATE INDEX sessions_by_tenant ON sessions (tenant_id, key_id);
       R"sql(
 ALTER TABLE workspaces ADD COLUMN screen TEXT NOT NULL DEFAULT '1280x800';
 )sql",
+      // 9: who caused each event (event_filter.h), and reading a timeline by type.
+      R"sql(
+ALTER TABLE events ADD COLUMN actor TEXT NOT NULL DEFAULT 'system';
+CREATE INDEX events_by_workspace_type ON events (workspace_id, type, id);
+)sql",
   };
   return kMigrations;
 }

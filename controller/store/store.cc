@@ -482,25 +482,92 @@ Result<Event> Store::AddEvent(const std::string& workspace_id, const std::string
   return AddEventLocked(workspace_id, tenant_id, NewEvent{at, type, message, data});
 }
 
+Result<Event> Store::AddEvent(const std::string& workspace_id, const std::string& tenant_id,
+                              const NewEvent& event) {
+  std::lock_guard lock(mutex_);
+  return AddEventLocked(workspace_id, tenant_id, event);
+}
+
+void Store::SetEventRetention(int64_t keep) {
+  std::lock_guard lock(mutex_);
+  events_keep_ = std::max(keep, kMinEventsKept);
+}
+
 Result<Event> Store::AddEventLocked(const std::string& workspace_id, const std::string& tenant_id,
                                     const NewEvent& event) {
   auto stmt = db_.Prepare(
-      "INSERT INTO events (workspace_id, tenant_id, at, type, message, data) VALUES (?, ?, ?, ?, ?, ?)");
+      "INSERT INTO events (workspace_id, tenant_id, at, type, message, data, actor) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, workspace_id).Bind(2, tenant_id).Bind(3, event.at).Bind(4, event.type)
-      .Bind(5, event.message).Bind(6, DumpJson(event.data));
+      .Bind(5, event.message).Bind(6, DumpJson(event.data)).Bind(7, event.actor);
   if (auto s = stmt->Run(); !s) return Fail(s.error());
-  return Event{db_.LastInsertRowId(), workspace_id, event.at, event.type, event.message, event.data};
+  Event added{db_.LastInsertRowId(), workspace_id, event.at, event.type, event.message, event.data,
+              event.actor};
+  // The bound, in batches: one index walk of `keep` entries per kEventPruneBatch events. A
+  // failed prune loses nothing and is tried again with the next batch.
+  if (++unpruned_[workspace_id] >= kEventPruneBatch) {
+    auto prune = db_.Prepare(
+        "DELETE FROM events WHERE workspace_id = ? AND id < (SELECT id FROM events "
+        "WHERE workspace_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)");
+    if (prune) {
+      prune->Bind(1, workspace_id).Bind(2, workspace_id).Bind(3, events_keep_ - 1);
+      if (prune->Run()) unpruned_.erase(workspace_id);
+    }
+  }
+  return added;
 }
 
 Result<std::vector<Event>> Store::ListEvents(const std::string& workspace_id, int64_t after_id,
                                              int limit) {
+  EventFilter filter;
+  filter.after_id = after_id;
+  filter.limit = limit;
+  return ListEvents(workspace_id, filter);
+}
+
+Result<std::vector<Event>> Store::ListEvents(const std::string& workspace_id,
+                                             const EventFilter& filter) {
+  // Every type and actor was checked (ParseEventTypes, ParseEventActors) or comes from berthd:
+  // none holds a GLOB metacharacter, and each is bound, never spliced into the SQL.
+  std::string sql =
+      "SELECT id, workspace_id, at, type, message, data, actor FROM events "
+      "WHERE workspace_id = ? AND id > ?";
+  std::vector<std::string> binds;
+  auto any_of = [&](const std::vector<std::string>& entries, auto clause) {
+    if (entries.empty()) return;
+    sql += " AND (";
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i > 0) sql += " OR ";
+      sql += clause(entries[i]);
+    }
+    sql += ")";
+  };
+  any_of(filter.types, [&](const std::string& t) {
+    if (t.ends_with('*')) {
+      binds.push_back(t);  // "desktop_*": the GLOB pattern itself
+      return "type GLOB ?";
+    }
+    binds.push_back(t);
+    return "type = ?";
+  });
+  any_of(filter.actors, [&](const std::string& a) {
+    binds.push_back(a);
+    if (!IsActorKind(a)) return "actor = ?";
+    binds.push_back(a + "_*");
+    return "(actor = ? OR actor GLOB ?)";
+  });
+  if (filter.since > 0) sql += " AND at >= ?";
+  sql += " ORDER BY id LIMIT ?";
   std::lock_guard lock(mutex_);
-  auto stmt = db_.Prepare(
-      "SELECT id, workspace_id, at, type, message, data FROM events "
-      "WHERE workspace_id = ? AND id > ? ORDER BY id LIMIT ?");
+  auto stmt = db_.Prepare(sql);
   if (!stmt) return Fail(stmt.error());
-  stmt->Bind(1, workspace_id).Bind(2, after_id).Bind(3, limit);
+  int n = 1;
+  stmt->Bind(n++, workspace_id);
+  stmt->Bind(n++, filter.after_id);
+  for (const auto& b : binds) stmt->Bind(n++, b);
+  if (filter.since > 0) stmt->Bind(n++, filter.since);
+  stmt->Bind(n, static_cast<int64_t>(filter.limit));
   std::vector<Event> out;
   for (;;) {
     auto row = stmt->Step();
@@ -508,7 +575,7 @@ Result<std::vector<Event>> Store::ListEvents(const std::string& workspace_id, in
     if (!*row) break;
     auto data = ParseJson(stmt->Text(5));
     out.push_back({stmt->Int(0), stmt->Text(1), stmt->Int(2), stmt->Text(3), stmt->Text(4),
-                   data ? std::move(*data) : nlohmann::json::object()});
+                   data ? std::move(*data) : nlohmann::json::object(), stmt->Text(6)});
   }
   return out;
 }

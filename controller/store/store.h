@@ -4,11 +4,13 @@
 #pragma once
 
 #include <mutex>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "controller/store/event_filter.h"
 #include "controller/store/sqlite.h"
 #include "controller/workspace/quota.h"
 #include "controller/workspace/workspace.h"
@@ -39,6 +41,8 @@ struct Event {
   std::string type;  // created, started, stopped, stopped_by_idle, woken, crashed, error, ...
   std::string message;
   nlohmann::json data = nlohmann::json::object();
+  // Who caused it (event_filter.h, "Actors"): "system", an API key's id, "preview".
+  std::string actor = std::string(kSystemActor);
 };
 
 // An event to write together with a change of its workspace (the overloads of InsertWorkspace,
@@ -48,6 +52,7 @@ struct NewEvent {
   std::string type;
   std::string message;
   nlohmann::json data = nlohmann::json::object();
+  std::string actor = std::string(kSystemActor);
 };
 
 // A preview grant (controller/preview/): one port of one workspace, public or behind a token.
@@ -178,8 +183,16 @@ class Store {
   Result<Event> AddEvent(const std::string& workspace_id, const std::string& tenant_id,
                          int64_t at, const std::string& type, const std::string& message,
                          const nlohmann::json& data = nlohmann::json::object());
+  Result<Event> AddEvent(const std::string& workspace_id, const std::string& tenant_id,
+                         const NewEvent& event);
+  // A workspace's events in order, those `filter` selects, after its cursor.
+  Result<std::vector<Event>> ListEvents(const std::string& workspace_id, const EventFilter& filter);
   Result<std::vector<Event>> ListEvents(const std::string& workspace_id, int64_t after_id,
                                         int limit);
+  // The timeline's bound: each workspace keeps its newest `keep` events (at least 100); older
+  // ones are deleted in batches, so a workspace holds at most keep + kEventPruneBatch - 1.
+  void SetEventRetention(int64_t keep);
+  static constexpr int kEventPruneBatch = 64;
   // Opens a usage interval for a workspace that started running; closes the open one.
   Status OpenUsage(const workspace::Workspace& ws, int64_t now);
   Status CloseUsage(const std::string& workspace_id, int64_t now);
@@ -205,6 +218,9 @@ class Store {
                                const NewEvent& event);
   std::mutex mutex_;
   Database db_;
+  int64_t events_keep_ = kDefaultEventsKept;
+  // Events added per workspace since its timeline was last pruned (under mutex_).
+  std::unordered_map<std::string, int> unpruned_;
 };
 
 }  // namespace berth::store

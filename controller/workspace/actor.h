@@ -21,6 +21,8 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/strand.hpp>
+
+#include "controller/store/event_filter.h"
 #include <boost/asio/thread_pool.hpp>
 
 #include "controller/agent_client/agent_link.h"
@@ -73,6 +75,9 @@ class Actor : public std::enable_shared_from_this<Actor> {
   int64_t persisted_activity = 0;
   // The idle loop's probe of this workspace is in flight (a slow guest is not asked twice).
   bool idle_check_running = false;
+  // Who the events committed now are by (store/event_filter.h): an API call's key during its
+  // step (WorkspaceService::OnStrand with a `by`), berthd itself otherwise.
+  std::string event_actor = std::string(store::kSystemActor);
 
   // Queues `op` after the operations already queued; it runs on the strand. Strand only. The
   // actor (made with make_shared) stays alive until its queue is empty.

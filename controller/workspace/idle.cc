@@ -122,7 +122,7 @@ Task<void> WorkspaceService::IdleCheck(ActorPtr a) {
       Record(*a, "egress_denied",
              fmt::format("{} connection{} and {} name{} refused", denied->connections,
                          denied->connections == 1 ? "" : "s", denied->names, denied->names == 1 ? "" : "s"),
-             data);
+             data, store::kGuestActor);
     }
   }
   // The world may have moved on while the guest answered.

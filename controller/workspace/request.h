@@ -27,6 +27,8 @@ inline constexpr size_t kMaxLabels = 64;
 inline constexpr size_t kMaxLabelBytes = 256;    // each key and each value
 
 struct CreateRequest {
+  // Who asks, for the "created" event (store/event_filter.h); empty: berthd.
+  std::string by;
   std::string name;
   std::string image = "base";
   std::optional<std::string> size = "small";

@@ -310,6 +310,7 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
   // (transitions.cc says why).
   store::NewEvent created{Now(), "created", message,
                           nlohmann::json{{"state", std::string(StateName(ws.state))}}};
+  if (!request.by.empty()) created.actor = request.by;
   auto inserted = store_.InsertWorkspace(ws, created, idempotency_key);
   if (!inserted) {
     forget();
@@ -414,7 +415,7 @@ Status WorkspaceService::AdmitResize(const Actor& actor, const Workspace& resize
 // --- the API's transitions --------------------------------------------------------------------
 
 Task<Result<Workspace>> WorkspaceService::Patch(std::string tenant_id, std::string id_or_name,
-                                                nlohmann::json body) {
+                                                nlohmann::json body, std::string by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -447,10 +448,10 @@ Task<Result<Workspace>> WorkspaceService::Patch(std::string tenant_id, std::stri
     if (auto s = Commit(*a, ws, "updated", DumpJson(detail)); !s) return Fail(s.error());
     return a->record();
   };
-  co_return co_await OnStrand(a, std::move(step));
+  co_return co_await OnStrand(a, std::move(by), std::move(step));
 }
 
-Task<Result<Workspace>> WorkspaceService::Delete(std::string tenant_id, std::string id_or_name) {
+Task<Result<Workspace>> WorkspaceService::Delete(std::string tenant_id, std::string id_or_name, std::string by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -460,11 +461,11 @@ Task<Result<Workspace>> WorkspaceService::Delete(std::string tenant_id, std::str
     a->Enqueue([this, a] { return DeleteOp(a); });
     return a->record();
   };
-  co_return co_await OnStrand(a, std::move(step));
+  co_return co_await OnStrand(a, std::move(by), std::move(step));
 }
 
 Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::string id_or_name,
-                                                std::string woken_by) {
+                                                std::string woken_by, std::string by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -491,10 +492,10 @@ Task<Result<Workspace>> WorkspaceService::Start(std::string tenant_id, std::stri
     a->Enqueue([this, a, woken] { return Boot(a, woken); });
     return a->record();
   };
-  co_return co_await OnStrand(a, std::move(step));
+  co_return co_await OnStrand(a, std::move(by), std::move(step));
 }
 
-Task<Result<Workspace>> WorkspaceService::Stop(std::string tenant_id, std::string id_or_name, bool force) {
+Task<Result<Workspace>> WorkspaceService::Stop(std::string tenant_id, std::string id_or_name, bool force, std::string by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -517,10 +518,10 @@ Task<Result<Workspace>> WorkspaceService::Stop(std::string tenant_id, std::strin
     a->Enqueue([this, a, force] { return StopOp(a, force, "stopped"); });
     return a->record();
   };
-  co_return co_await OnStrand(a, std::move(step));
+  co_return co_await OnStrand(a, std::move(by), std::move(step));
 }
 
-Task<Result<Workspace>> WorkspaceService::Hibernate(std::string tenant_id, std::string id_or_name) {
+Task<Result<Workspace>> WorkspaceService::Hibernate(std::string tenant_id, std::string id_or_name, std::string by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -532,10 +533,10 @@ Task<Result<Workspace>> WorkspaceService::Hibernate(std::string tenant_id, std::
     a->Enqueue([this, a] { return HibernateOp(a, "hibernated"); });
     return a->record();
   };
-  co_return co_await OnStrand(a, std::move(step));
+  co_return co_await OnStrand(a, std::move(by), std::move(step));
 }
 
-Task<Result<Workspace>> WorkspaceService::Restart(std::string tenant_id, std::string id_or_name) {
+Task<Result<Workspace>> WorkspaceService::Restart(std::string tenant_id, std::string id_or_name, std::string by) {
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -556,7 +557,7 @@ Task<Result<Workspace>> WorkspaceService::Restart(std::string tenant_id, std::st
     });
     return a->record();
   };
-  co_return co_await OnStrand(a, std::move(step));
+  co_return co_await OnStrand(a, std::move(by), std::move(step));
 }
 
 Task<Result<Workspace>> WorkspaceService::KeepAlive(std::string tenant_id, std::string id_or_name) {
@@ -690,11 +691,13 @@ std::vector<Workspace> WorkspaceService::FindAcrossTenants(const std::string& id
 }
 
 Status WorkspaceService::RecordEvent(const std::string& id, const std::string& type,
-                                     const std::string& message, const nlohmann::json& data) {
+                                     const std::string& message, const nlohmann::json& data,
+                                     std::string actor) {
   auto a = FindById(id);
   if (!a) return Fail(ErrorCode::kNotFound, fmt::format("no workspace '{}'", id));
   Workspace ws = a->Snapshot();
-  auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), type, message, data);
+  store::NewEvent event{Now(), type, message, data, std::move(actor)};
+  auto added = store_.AddEvent(ws.id, ws.tenant_id, event);
   if (!added) return Fail(added.error());
   spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, type, message.empty() ? "" : ": ", message);
   Change change;
@@ -703,6 +706,14 @@ Status WorkspaceService::RecordEvent(const std::string& id, const std::string& t
   change.event = std::move(*added);
   feed_.Publish(change);
   return {};
+}
+
+Result<std::vector<store::Event>> WorkspaceService::ListEvents(const std::string& tenant_id,
+                                                               const std::string& id_or_name,
+                                                               const store::EventFilter& filter) const {
+  auto actor = Lookup(tenant_id, id_or_name);
+  if (!actor) return Fail(actor.error());
+  return store_.ListEvents((*actor)->id(), filter);
 }
 
 Result<Workspace> WorkspaceService::Get(const std::string& tenant_id, const std::string& id_or_name) const {

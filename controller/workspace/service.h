@@ -142,14 +142,19 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // --- the API's operations -----------------------------------------------------------------
   Task<Result<CreateResult>> Create(std::string tenant_id, CreateRequest request,
                                     std::string idempotency_key);
-  Task<Result<Workspace>> Patch(std::string tenant_id, std::string id_or_name, nlohmann::json body);
-  Task<Result<Workspace>> Delete(std::string tenant_id, std::string id_or_name);
+  // `by` on each: who asks, the actor of the events the call itself commits (an API key,
+  // store::KeyActor; empty: berthd). What follows later (a boot finishing) is berthd's.
+  Task<Result<Workspace>> Patch(std::string tenant_id, std::string id_or_name, nlohmann::json body,
+                                std::string by = {});
+  Task<Result<Workspace>> Delete(std::string tenant_id, std::string id_or_name, std::string by = {});
   // `woken_by`: what started it when it is not an API call to start it ("a request to its
   // agent", "a preview request"): event "woken" instead of "starting", saying so.
-  Task<Result<Workspace>> Start(std::string tenant_id, std::string id_or_name, std::string woken_by = {});
-  Task<Result<Workspace>> Stop(std::string tenant_id, std::string id_or_name, bool force);
-  Task<Result<Workspace>> Hibernate(std::string tenant_id, std::string id_or_name);
-  Task<Result<Workspace>> Restart(std::string tenant_id, std::string id_or_name);
+  Task<Result<Workspace>> Start(std::string tenant_id, std::string id_or_name, std::string woken_by = {},
+                                std::string by = {});
+  Task<Result<Workspace>> Stop(std::string tenant_id, std::string id_or_name, bool force,
+                               std::string by = {});
+  Task<Result<Workspace>> Hibernate(std::string tenant_id, std::string id_or_name, std::string by = {});
+  Task<Result<Workspace>> Restart(std::string tenant_id, std::string id_or_name, std::string by = {});
   Task<Result<Workspace>> KeepAlive(std::string tenant_id, std::string id_or_name);
   // Returns once the workspace is in `want`: failed_precondition when it settled in another
   // state that will not become `want` by itself (error, stopped, hibernated, running),
@@ -210,10 +215,14 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // An empty guard when the workspace is unknown.
   StreamGuard OpenStream(const std::string& id, std::string kind);
   // An event on the workspace's timeline (and its change feed) that no transition makes: a
-  // preview token's first use. not_found for an unknown workspace. Blocking (SQLite): call it
-  // off I/O threads.
+  // preview token's first use, an exec. `actor`: who caused it (store/event_filter.h). not_found
+  // for an unknown workspace. Blocking (SQLite): call it off I/O threads.
   Status RecordEvent(const std::string& id, const std::string& type, const std::string& message,
-                     const nlohmann::json& data);
+                     const nlohmann::json& data, std::string actor = std::string(store::kSystemActor));
+  // A workspace's timeline as `filter` picks it, the workspace found by the tenant's id or name.
+  // Blocking (SQLite).
+  Result<std::vector<store::Event>> ListEvents(const std::string& tenant_id, const std::string& id_or_name,
+                                               const store::EventFilter& filter) const;
   // Changes of one workspace, or of all of a tenant's (`workspace_id` empty).
   std::unique_ptr<Subscription> Subscribe(boost::asio::any_io_executor executor,
                                           std::string tenant_id, std::string workspace_id = {});
@@ -242,6 +251,9 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // Runs `fn` (synchronous, no co_await) on `actor`'s strand; resumes on the caller's executor.
   template <class F>
   auto OnStrand(const ActorPtr& actor, F&& fn) -> Task<std::invoke_result_t<std::decay_t<F>&>>;
+  // The same, with the events `fn` commits by `by` (an API call's key; empty: berthd's).
+  template <typename F>
+  auto OnStrand(const ActorPtr& actor, std::string by, F&& fn) -> Task<std::invoke_result_t<std::decay_t<F>&>>;
 
   // --- registry (service.cc) ---
   ActorPtr Find(const std::string& tenant_id, const std::string& id_or_name) const;
@@ -272,9 +284,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // Moves the actor from its current state to `state`, storing it first; records `event`.
   Status Transition(Actor& actor, State state, const std::string& event, const std::string& message,
                     std::optional<std::string> error = std::nullopt);
-  // Records a timeline event without changing the record.
+  // Records a timeline event without changing the record; by the actor's current event actor
+  // unless `by` names another (the guest, for its refused connections).
   void Record(const Actor& actor, const std::string& type, const std::string& message,
-              const nlohmann::json& data = nlohmann::json::object());
+              const nlohmann::json& data = nlohmann::json::object(), std::string_view by = {});
   // Moves to error with `message` (logged, recorded); used where an operation cannot go on.
   void EnterError(Actor& actor, const std::string& message);
 

@@ -27,6 +27,22 @@ auto WorkspaceService::OnStrand(const ActorPtr& actor, F&& fn) -> Task<std::invo
   return boost::asio::co_spawn(actor->strand(), std::move(step), boost::asio::use_awaitable);
 }
 
+template <typename F>
+auto WorkspaceService::OnStrand(const ActorPtr& actor, std::string by, F&& fn)
+    -> Task<std::invoke_result_t<std::decay_t<F>&>> {
+  using T = std::invoke_result_t<std::decay_t<F>&>;
+  auto step = [actor, by = std::move(by), fn = std::decay_t<F>(std::forward<F>(fn))]() mutable -> Task<T> {
+    if (by.empty()) co_return fn();
+    actor->event_actor = std::move(by);
+    struct Reset {
+      Actor& a;
+      ~Reset() { a.event_actor = std::string(store::kSystemActor); }
+    } reset{*actor};
+    co_return fn();
+  };
+  return boost::asio::co_spawn(actor->strand(), std::move(step), boost::asio::use_awaitable);
+}
+
 inline Error Conflict(const Workspace& ws, std::string_view what) {
   return Error{ErrorCode::kFailedPrecondition,
                fmt::format("cannot {} workspace '{}' while it is {}", what, ws.name, StateName(ws.state))};

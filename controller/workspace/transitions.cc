@@ -18,7 +18,8 @@ Status WorkspaceService::Commit(Actor& actor, Workspace ws, const std::string& e
     // The change and its event in one transaction: a berthd killed between the two would leave
     // a state on record that no event reports. Each event names the state it leaves the
     // workspace in, so the timeline alone tells every state the workspace went through.
-    store::NewEvent line{Now(), event, message, data.is_object() ? data : nlohmann::json::object()};
+    store::NewEvent line{Now(), event, message, data.is_object() ? data : nlohmann::json::object(),
+                         actor.event_actor};
     line.data["state"] = std::string(StateName(ws.state));
     auto added = store_.UpdateWorkspace(ws, line);
     if (!added) {
@@ -53,9 +54,9 @@ Status WorkspaceService::Transition(Actor& actor, State state, const std::string
 }
 
 void WorkspaceService::Record(const Actor& actor, const std::string& type, const std::string& message,
-                              const nlohmann::json& data) {
+                              const nlohmann::json& data, std::string_view by) {
   const Workspace& ws = actor.record();
-  auto added = store_.AddEvent(ws.id, ws.tenant_id, Now(), type, message, data);
+  auto added = store_.AddEvent(ws.id, ws.tenant_id, store::NewEvent{Now(), type, message, data, by.empty() ? actor.event_actor : std::string(by)});
   spdlog::info("workspace {} ({}): {}{}{}", ws.id, ws.name, type, message.empty() ? "" : ": ", message);
   if (!added) {
     spdlog::warn("workspace {}: event {}: {}", ws.id, type, added.error().message);

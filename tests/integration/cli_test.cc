@@ -296,7 +296,25 @@ TEST_CASE("workspace lifecycle, exec, cp through berthd", "[cli][berthd]") {
   REQUIRE_FALSE(types.empty());
   CHECK(types.front() == "created");
   CHECK(std::count(types.begin(), types.end(), "stopped") == 1);
-  CHECK(types.back() == "started");  // the start just before
+  CHECK(types.back() == "session");  // the cat just before (berth exec runs a session), after the start
+  CHECK(std::find(types.begin(), types.end(), "file_written") != types.end());  // the cp
+
+  // --type and --actor go to berthd: only the lifecycle, only what this CLI's key did.
+  r = cli({"events", "cli-test", "--json", "--type", "started,stopp*"});
+  REQUIRE(r.code == 0);
+  std::vector<std::string> picked;
+  for (const auto& e : Json(r)) picked.push_back(e.value("type", ""));
+  CHECK(picked == std::vector<std::string>{"started", "stopping", "stopped", "started"});
+  r = cli({"events", "cli-test", "--json", "--actor", "system", "--type", "stopping"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r).empty());  // the stop was this key's
+  r = cli({"events", "cli-test", "--type", "session"});
+  REQUIRE(r.code == 0);
+  INFO(r.out);
+  CHECK(r.out.find("`cat " + remote + "/a.txt` exited 0 after") != std::string::npos);
+  CHECK(r.out.find("[key_") != std::string::npos);  // who ran it, in the table
+  r = cli({"events", "cli-test", "--type", "no;such"});
+  CHECK(r.code == 2);  // invalid_argument: a usage error
 
   // --follow prints what happened, then waits for more (until `timeout` ends it).
   r = RunProgram({"/usr/bin/timeout", "3", BERTH_CLI_BIN, "events", "cli-test", "-f", "--json"},

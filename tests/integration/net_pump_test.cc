@@ -116,6 +116,45 @@ TEST_CASE("pump: bytes both ways, initial bytes first, half-close passed on", "[
   }
 }
 
+TEST_CASE("pump: taps see every byte delivered, in order, initial bytes included; a tap turns "
+          "splice off", "[pump]") {
+  IoThreads io(1);
+  auto [c1, a_fd] = testing::UnixPair();
+  auto [b_fd, c2] = testing::UnixPair();
+  auto strand = asio::make_strand(io.io);
+  auto a = net::AdoptSocket(strand, std::move(a_fd));
+  auto b = net::AdoptSocket(strand, std::move(b_fd));
+  REQUIRE((a && b));
+  std::string seen_up;
+  std::string seen_down;
+  net::PumpOptions options;
+  options.a_initial = "hello ";
+  options.splice = true;  // asked for, but a tapped direction copies
+  options.a_to_b_tap = [&](std::string_view bytes) { seen_up.append(bytes); };
+  options.b_to_a_tap = [&](std::string_view bytes) { seen_down.append(bytes); };
+  auto done = asio::co_spawn(strand, net::Pump(*a, *b, options), asio::use_future);
+  const std::string up = RandomBytes(3 << 20);
+  const std::string down = RandomBytes(1 << 20);
+  std::thread send_up([&] {
+    CHECK(SendAll(c1.get(), up));
+    shutdown(c1.get(), SHUT_WR);
+  });
+  std::thread send_down([&] {
+    CHECK(SendAll(c2.get(), down));
+    shutdown(c2.get(), SHUT_WR);
+  });
+  std::string at_c2 = ReadToEnd(c2.get());
+  std::string at_c1 = ReadToEnd(c1.get());
+  send_up.join();
+  send_down.join();
+  REQUIRE(done.wait_for(10s) == std::future_status::ready);
+  auto stats = done.get();
+  CHECK(at_c2 == "hello " + up);
+  CHECK(seen_up == at_c2);
+  CHECK(seen_down == down);
+  CHECK_FALSE(stats.spliced);
+}
+
 TEST_CASE("pump: a half-closed direction lets the other go on until its own end", "[pump]") {
   IoThreads io(2);
   auto [c1, a_fd] = testing::TcpPair();

@@ -6,3 +6,6 @@ berth_add_test(unit_api_json NO_AGENT SOURCES unit/api_json_test.cc LIBS berth_c
 # The web UI's sessions: cookie parsing, Set-Cookie, Origin and CSRF checks, their config.
 berth_add_test(unit_sessions NO_AGENT SOURCES unit/sessions_test.cc LIBS berth_controller_core
                LABELS unit)
+# The timeline's events for execs, sessions and file changes through the agent routes.
+berth_add_test(unit_agent_events NO_AGENT SOURCES unit/agent_events_test.cc LIBS berth_controller_core
+               LABELS unit)

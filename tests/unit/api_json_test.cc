@@ -94,11 +94,15 @@ TEST_CASE("events, tenants and keys are the documented JSON", "[api]") {
   e.type = "woken";
   e.message = "a request started it";
   e.data = {{"by", "exec"}};
+  e.actor = "key_1";
   json j = api::EventJson(e);
   CHECK(j == json::parse(R"({"id": 7, "at": "2025-11-29T21:45:35Z", "type": "woken",
                              "message": "a request started it", "data": {"by": "exec"},
-                             "workspace": "ws_1"})"));
-  CHECK(v1::EventFromJson(j).has_value());
+                             "workspace": "ws_1", "actor": "key_1"})"));
+  CHECK(v1::EventFromJson(j).value().actor == "key_1");
+  // From a berthd before actors: berthd's own.
+  j.erase("actor");
+  CHECK(v1::EventFromJson(j).value().actor == "system");
 
   store::ApiKey k;
   k.id = "key_1";

@@ -437,3 +437,34 @@ TEST_CASE("desktop_screenshot answers an image block and how its points map to t
   CHECK(IsError(f.Call("request_human", {{"workspace", "desk"}})));
   CHECK(IsError(f.Call("request_human", {{"workspace", "desk"}, {"reason", ""}})));
 }
+
+TEST_CASE("workspace_events pages the timeline with after= and says who did what",
+          "[mcp][tools][timeline]") {
+  Fixture f;
+  std::string id = f.backend().AddWorkspaceForTest("tl", v1::State::kRunning, {});
+  for (int i = 0; i < 3; ++i) {
+    v1::Event e;
+    e.at = 1'800'000'000 + i;
+    e.type = i == 1 ? "desktop_control_released" : "exec";
+    e.message = fmt::format("event {}", i);
+    e.actor = i == 1 ? "key_person" : "key_agent";
+    f.backend().AddEventForTest(id, e);
+  }
+  json first = f.Call("workspace_events", {{"workspace", "tl"}, {"limit", 2}});
+  REQUIRE_FALSE(IsError(first));
+  CHECK(first["structuredContent"]["events"].size() == 2);
+  CHECK(first["structuredContent"]["more"] == true);
+  int64_t next = first["structuredContent"]["next_after"];
+  CHECK(next == 2);
+  CHECK(Text(first).find("(by key_person)") != std::string::npos);
+  CHECK(Text(first).find("after=2") != std::string::npos);
+  json rest = f.Call("workspace_events", {{"workspace", "tl"}, {"after", next}});
+  REQUIRE(rest["structuredContent"]["events"].size() == 1);
+  CHECK(rest["structuredContent"]["events"][0]["message"] == "event 2");
+  CHECK(rest["structuredContent"]["more"] == false);
+  json released = f.Call("workspace_events", {{"workspace", "tl"}, {"type", "desktop_control_released"}});
+  REQUIRE(released["structuredContent"]["events"].size() == 1);
+  CHECK(released["structuredContent"]["events"][0]["actor"] == "key_person");
+  json none = f.Call("workspace_events", {{"workspace", "tl"}, {"after", 3}});
+  CHECK(Text(none).find("No events after 3") != std::string::npos);
+}

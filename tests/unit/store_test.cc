@@ -247,3 +247,103 @@ TEST_CASE("a workspace's change and its event are written together or not at all
   for (const auto& e : *events) types.push_back(e.type);
   CHECK(types == std::vector<std::string>{"created", "started", "deleted"});
 }
+
+TEST_CASE("store: events carry their actor and are picked by type, family, actor, kind and time",
+          "[store][timeline]") {
+  auto store = Store::Open(":memory:");
+  REQUIRE(store);
+  auto& s = **store;
+  auto add = [&](int64_t at, const std::string& type, const std::string& actor) {
+    REQUIRE(s.AddEvent("ws_1", "t_a", NewEvent{at, type, "", nlohmann::json::object(), actor}));
+  };
+  add(10, "created", "key_1");
+  add(20, "exec", "key_2");
+  add(30, "desktop_control_taken", "key_1");
+  add(40, "desktop_input", "system");
+  add(50, "exec", "key_1");
+  add(60, "preview_token_used", "preview");
+  REQUIRE(s.AddEvent("ws_2", "t_a", 70, "exec", ""));  // another workspace; berthd's by default
+
+  auto pick = [&](EventFilter f) {
+    std::vector<std::string> out;
+    auto listed = s.ListEvents("ws_1", f);
+    REQUIRE(listed.has_value());
+    for (const auto& e : *listed) out.push_back(e.type + "@" + e.actor);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EventFilter f;
+  f.types = {"exec"};
+  CHECK(pick(f) == V{"exec@key_2", "exec@key_1"});
+  f.types = {"desktop_*", "created"};
+  CHECK(pick(f) == V{"created@key_1", "desktop_control_taken@key_1", "desktop_input@system"});
+  f = {};
+  f.actors = {"key_1"};
+  CHECK(pick(f) == V{"created@key_1", "desktop_control_taken@key_1", "exec@key_1"});
+  f.actors = {"key"};  // a kind: every key, not "keyboard_x" or "system"
+  CHECK(pick(f).size() == 4);
+  f.actors = {"system", "preview"};
+  CHECK(pick(f) == V{"desktop_input@system", "preview_token_used@preview"});
+  f = {};
+  f.since = 30;
+  f.types = {"exec"};
+  CHECK(pick(f) == V{"exec@key_1"});
+  // The cursor and the limit apply after the filter: pages of matches.
+  f = {};
+  f.actors = {"key"};
+  f.limit = 2;
+  auto page = s.ListEvents("ws_1", f).value();
+  REQUIRE(page.size() == 2);
+  f.after_id = page.back().id;
+  CHECK(pick(f) == V{"desktop_control_taken@key_1", "exec@key_1"});
+  CHECK(s.ListEvents("ws_2", EventFilter{}).value().at(0).actor == "system");
+
+  // The filter the live follower applies says the same as the SQL.
+  EventFilter live;
+  live.types = {"desktop_*"};
+  live.actors = {"key"};
+  CHECK(live.Matches("desktop_control_taken", "key_1", 30));
+  CHECK_FALSE(live.Matches("desktop_input", "system", 40));
+  CHECK_FALSE(live.Matches("exec", "key_1", 50));
+  CHECK_FALSE(live.Matches("desktop_x", "keyboard_1", 50));
+}
+
+TEST_CASE("store: each workspace keeps its newest events up to the retention, and no fewer",
+          "[store][timeline]") {
+  auto store = Store::Open(":memory:");
+  REQUIRE(store);
+  auto& s = **store;
+  s.SetEventRetention(10);  // raised to the floor
+  const int64_t keep = kMinEventsKept;
+  const int64_t added = keep + 3 * Store::kEventPruneBatch + 5;
+  for (int64_t i = 0; i < added; ++i) REQUIRE(s.AddEvent("ws_busy", "t_a", i, "exec", std::to_string(i)));
+  for (int i = 0; i < 3; ++i) REQUIRE(s.AddEvent("ws_quiet", "t_a", i, "exec", ""));
+  EventFilter all;
+  all.limit = 100000;
+  auto busy = s.ListEvents("ws_busy", all).value();
+  // Never fewer than `keep`, never more than a batch over it, and always the newest.
+  CHECK(static_cast<int64_t>(busy.size()) >= keep);
+  CHECK(static_cast<int64_t>(busy.size()) < keep + Store::kEventPruneBatch);
+  CHECK(busy.back().message == std::to_string(added - 1));
+  CHECK(std::stoll(busy.front().message) == added - static_cast<int64_t>(busy.size()));
+  CHECK(s.ListEvents("ws_quiet", all).value().size() == 3);  // another workspace's bound is its own
+}
+
+TEST_CASE("event filters: lists of types and actors are checked, and none can carry a pattern",
+          "[store][timeline]") {
+  CHECK(ParseEventTypes("exec,desktop_*").value() == std::vector<std::string>{"exec", "desktop_*"});
+  CHECK(ParseEventTypes("exec,,").value() == std::vector<std::string>{"exec"});
+  for (const std::string& bad : std::vector<std::string>{"*", "Exec", "exec;drop", "de*sk", "a?", "[a]", "exec**",
+                                                         std::string(65, 'a')}) {
+    INFO(bad);
+    CHECK(ParseEventTypes(bad).error().code == ErrorCode::kInvalidArgument);
+  }
+  CHECK(ParseEventActors("key_1,system").value() == std::vector<std::string>{"key_1", "system"});
+  for (const std::string& bad : std::vector<std::string>{"key_*", "a b", "key_k?", "x[1]", std::string(129, 'a')}) {
+    INFO(bad);
+    CHECK(ParseEventActors(bad).error().code == ErrorCode::kInvalidArgument);
+  }
+  std::string many;
+  for (size_t i = 0; i <= kMaxFilterEntries; ++i) many += "t" + std::to_string(i) + ",";
+  CHECK(ParseEventTypes(many).error().code == ErrorCode::kInvalidArgument);
+}

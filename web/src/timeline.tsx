@@ -28,7 +28,8 @@ const kPage = 1000;
 const kKnownKinds = [
   'created', 'starting', 'started', 'boot_retry', 'stopping', 'stopped', 'stopped_by_idle', 'hibernating',
   'hibernated', 'hibernated_by_idle', 'woken', 'shutdown_by_guest', 'crashed', 'reconciled', 'max_runtime',
-  'error', 'updated', 'deleting', 'deleted', 'exec', 'file_written', 'file_moved', 'file_deleted',
+  'error', 'updated', 'deleting', 'deleted', 'exec', 'session', 'file_written', 'files_extracted', 'file_moved',
+  'file_deleted', 'dir_created',
   'preview_token_used', 'desktop_control_taken', 'desktop_control_released', 'desktop_input', 'egress_denied',
 ];
 
@@ -80,7 +81,9 @@ export function actorLabel(actor: string | null | undefined, keyNames: Map<strin
   const me = currentSession()?.key;
   if (me && actor === me.id) return `you (key ${me.prefix}…)`;
   if (actor.startsWith('key_')) return keyNames.get(actor) ?? `key ${actor}`;
-  return `preview link ${actor}`;
+  if (actor === 'guest') return 'the guest';
+  if (actor === 'preview') return 'a preview link';
+  return actor;
 }
 
 function str(v: unknown): string | null {
@@ -92,11 +95,11 @@ function str(v: unknown): string | null {
 /** The line under an event's message for kinds whose data says more than the message. */
 function summary(e: Event): string | null {
   const d = e.data ?? {};
-  if (e.type === 'exec') {
+  if (e.type === 'exec' || e.type === 'session') {
     const parts: string[] = [];
-    const cmd = str(d.command);
+    const cmd = str(d.cmd) ?? str(d.command);
     if (cmd) parts.push(`$ ${cmd}`);
-    if (typeof d.exit_code === 'number') parts.push(`exit ${d.exit_code}`);
+    if (typeof d.exit_code === 'number') parts.push(`exit ${d.exit_code}${typeof d.signal === 'string' ? ` (${d.signal})` : ''}`);
     if (typeof d.duration_ms === 'number') parts.push(`${d.duration_ms} ms`);
     return parts.length ? parts.join(' · ') : null;
   }
@@ -105,7 +108,8 @@ function summary(e: Event): string | null {
     const to = str(d.to);
     return from && to ? `${from} → ${to}` : from;
   }
-  if (e.type === 'file_written' || e.type === 'file_deleted') return str(d.path);
+  if (e.type === 'file_written' || e.type === 'file_deleted' || e.type === 'dir_created' ||
+      e.type === 'files_extracted') return str(d.path);
   return null;
 }
 

@@ -185,6 +185,18 @@ def main():
                         "apt-get install -y -q jq >/dev/null && jq --version && sync",
                      user="root", timeout_s=900)
         check(r["exit_code"] == 0 and r["stdout"].startswith("jq-"), f"apt-get install jq: {r}")
+        # The timeline has each exec through the API with its command, the guest's exit code,
+        # berthd's measure of its duration, and the key that ran it (issue 15).
+        r = api.exec(a, "exit 7")
+        check(r["exit_code"] == 7, f"exit 7: {r}")
+        execs = api.ok("GET", f"/v1/workspaces/{a}/events?type=exec&limit=1000")["events"]
+        apt = [e for e in execs if e["data"].get("cmd", "").startswith("apt-get update")]
+        check(len(apt) == 1 and apt[0]["data"].get("exit_code") == 0 and apt[0]["data"].get("user") == "root"
+              and apt[0]["data"].get("duration_ms", 0) > 1000 and apt[0]["actor"].startswith("key_"),
+              f"the timeline's apt-get exec: {apt}")
+        check(execs[-1]["data"].get("cmd") == "exit 7" and execs[-1]["data"].get("exit_code") == 7,
+              f"the timeline's last exec: {execs[-1:]}")
+        log(f"timeline: {len(execs)} execs, apt-get's {apt[0]['data']['duration_ms']} ms by {apt[0]['actor']}")
         port = url.rsplit(":", 1)[1]
         probe = ("gw=$(ip route | awk '/^default/ {print $3; exit}'); "
                  f"for h in $gw 10.0.2.2 127.0.0.1; do "
