@@ -73,11 +73,16 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
     co_return;
   }
   AgentCall call = CallOf(ex, kind);
+  // Only what the timeline records is traced: not reads, tunnels or process calls.
+  const bool traced = kind == "exec" || kind == "session" ||
+                      (kind == "files" && call.method != verb::get && call.method != verb::head);
   std::string actor = ActorOf(ex);
   agent_client::ProxyTrace trace;
+  agent_client::ProxyTrace* tracing = traced ? &trace : nullptr;
   auto began = std::chrono::steady_clock::now();
   co_await agent_client::ProxyToAgent(ex, *link, std::move(*target), ctx.options.proxy,
-                                      &ctx.agent_connections, headers, &trace);
+                                      &ctx.agent_connections, headers, tracing);
+  if (!traced) co_return;
   call.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now() - began).count();
   auto event = AgentEvent(call, trace);
