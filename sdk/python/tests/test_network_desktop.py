@@ -1,6 +1,8 @@
 """ws.network (GET|PATCH …/network) and ws.desktop's control and tickets (…/desktop/control,
 …/takeover, …/release, …/tickets), against berthd as it answers on the unix transport."""
 
+import time
+
 import pytest
 
 from berth import InvalidArgumentError, Workspace
@@ -52,3 +54,19 @@ def test_desktop_tickets(ws):
     assert ws.desktop.ticket("control").mode == "control"
     with pytest.raises(InvalidArgumentError):
         ws.desktop.ticket("drive")
+
+
+def test_desktop_request_human_nobody_answers(ws):
+    start = time.monotonic()
+    c = ws.desktop.request_human("solve the captcha", timeout=1)
+    assert time.monotonic() - start < 10
+    assert c.answered is False and c.url
+    assert c.holder == "agent" and c.request is None  # withdrawn at the timeout
+    # Without a timeout it answers at once with the open request; withdraw_request ends it.
+    c = ws.desktop.request_human("log in", timeout=None)
+    assert c.request is not None and c.request.get("reason") == "log in"
+    assert ws.desktop.control().request is not None
+    c = ws.desktop.withdraw_request()
+    assert c.request is None and ws.desktop.control().request is None
+    with pytest.raises(InvalidArgumentError):
+        ws.desktop.request_human("too long", timeout=7200)

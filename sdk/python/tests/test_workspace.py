@@ -130,3 +130,16 @@ def test_transport_errors_are_wrapped(berthd):
         Workspace.connect("x", url=f"http://127.0.0.1:{port}", request_timeout=5)
     assert e.value.status is None and e.value.retryable and e.value.code == "unavailable"
     assert e.value.__cause__ is None  # the httpx exception is not chained in as the cause
+
+
+def test_create_with_a_screen(berthd):
+    ws = Workspace.create(name=unique("screen"), screen="1024x768")
+    try:
+        assert ws.info().screen == "1024x768"
+    finally:
+        ws.delete()
+        ws.close()
+    with pytest.raises(InvalidArgumentError):
+        Workspace.create(name=unique("screen"), screen="1004x768")  # 1004 is not a multiple of 8
+    with pytest.raises(InvalidArgumentError):
+        Workspace.create(name=unique("screen"), screen="640x400")  # under 480 high

@@ -252,6 +252,18 @@ export interface DesktopControl {
   reason: string | null;
   /** The agent may not read the screen while a person holds it. */
   private: boolean;
+  /** The agent's open request for a person, else null. */
+  request?: { reason: string; since: string; by: string | null; taken: boolean; [key: string]: unknown } | null;
+  /** The last hand-back, else null. */
+  handback?: {
+    note: string | null; by: string | null; cause?: string; at?: string; request?: string | null;
+    tabs_before: Array<{ url: string; title: string }> | null; tabs_after: Array<{ url: string; title: string }> | null;
+    [key: string]: unknown;
+  } | null;
+  /** requestHuman's answer only: whether a person took over and handed back in time. */
+  answered?: boolean;
+  /** requestHuman's answer only: the web UI's desktop page, to send the person to. */
+  url?: string;
 }
 
 /** A one-time ticket for one browser viewer, valid 60 s; `url` is the WebSocket's address. */
@@ -387,6 +399,34 @@ export class Desktop {
     const { note, ...call } = options;
     return this.client.json<DesktopControl>({
       method: 'POST', path: wsPath(this.ws, '/desktop/control/release'), json: note === undefined ? {} : { note }, ...call,
+    });
+  }
+
+  /** Asks a person to take over (the desktop page shows `reason`) and waits (at most
+   * `timeoutMs`, default 10 min, 1 h at most; `null`: answers at once) until one took over and
+   * handed back: `answered`, `url` (the desktop page) and, when answered, `handback` (note,
+   * by, tabs_before, tabs_after). A request nobody took is withdrawn at the timeout.
+   * requestTimeoutMs default: timeoutMs + 30 s. */
+  requestHuman(reason: string, options: CallOptions & { timeoutMs?: number | null } = {}): Promise<DesktopControl> {
+    const { timeoutMs = 600_000, ...call } = options;
+    if (typeof reason !== 'string') throw new InvalidArgumentError('reason is a string', { code: 'invalid_argument' });
+    const body: Record<string, unknown> = { reason };
+    if (timeoutMs !== null) {
+      if (!(timeoutMs > 0 && timeoutMs <= 3_600_000)) {
+        throw new InvalidArgumentError('timeoutMs is at most 1 hour', { code: 'invalid_argument' });
+      }
+      body.timeout_s = Math.max(1, Math.round(timeoutMs / 1000));
+    }
+    return this.client.json<DesktopControl>({
+      method: 'POST', path: wsPath(this.ws, '/desktop/control/request'), json: body,
+      ...(timeoutMs !== null ? { requestTimeoutMs: timeoutMs + 30_000 } : {}), ...call,
+    });
+  }
+
+  /** Withdraws a request for a person that nobody has taken yet. */
+  withdrawRequest(options: CallOptions = {}): Promise<DesktopControl> {
+    return this.client.json<DesktopControl>({
+      method: 'DELETE', path: wsPath(this.ws, '/desktop/control/request'), ...options,
     });
   }
 

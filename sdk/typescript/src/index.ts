@@ -14,6 +14,8 @@ export { Desktop, Screenshot, checkActions, checkKeys, kMaxActions, kMaxTypedTex
 export type {
   DesktopControl, DesktopTicket, DesktopAction, ActionsResult, ScreenshotOptions, MouseButton, Point, Size,
 } from './desktop.js';
+export { EventFollower, formatSince, kMaxEventPage } from './events.js';
+export type { WorkspaceEvent, EventsOptions } from './events.js';
 export { Previews } from './previews.js';
 export type { Preview, PreviewOptions } from './previews.js';
 export { ApiClient, kDefaultRequestTimeoutMs, kDefaultStreamIdleTimeoutMs } from './client.js';

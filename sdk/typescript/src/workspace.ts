@@ -9,6 +9,7 @@ import { Previews } from './previews.js';
 import { Pty } from './pty.js';
 import { Network } from './network.js';
 import { Desktop } from './desktop.js';
+import { EventFollower, EventsOptions, WorkspaceEvent, listEvents } from './events.js';
 
 export type WorkspaceState = 'creating' | 'starting' | 'running' | 'stopping' | 'stopped' |
   'hibernating' | 'hibernated' | 'deleting' | 'error';
@@ -39,6 +40,8 @@ export interface WorkspaceInfo {
   last_active_at: string | null;
   network?: { egress: string; allow: string[] };
   awake?: { reasons: string[]; idle_at: string | null };
+  /** The desktop's screen, `WIDTHxHEIGHT` (`1280x800` unless set at create). */
+  screen?: string;
 }
 
 /** A listening port as GET …/ports reports it. */
@@ -67,6 +70,9 @@ export interface CreateOptions extends ConnectionOptions, CallOptions {
   env?: Record<string, string>;
   labels?: Record<string, string>;
   network?: { egress?: 'open' | 'none' | 'allowlist'; allow?: string[] };
+  /** The desktop's size, `WIDTHxHEIGHT` (width 640-3840 and a multiple of 8, height 480-2160;
+   * default `1280x800`). */
+  screen?: string;
   /** Return only once it runs (default true), waiting with berthd's POST …/wait. */
   wait?: boolean;
   /** How long to wait for it to run (default 300 000 ms). */
@@ -145,6 +151,7 @@ export class Workspace {
     if (options.env !== undefined) body.env = options.env;
     if (options.labels !== undefined) body.labels = options.labels;
     if (options.network !== undefined) body.network = options.network;
+    if (options.screen !== undefined) body.screen = options.screen;
     const info = await client.json<WorkspaceInfo>({
       method: 'POST', path: '/v1/workspaces', json: body, idempotencyKey: true, ...callOf(options),
     });
@@ -226,6 +233,22 @@ export class Workspace {
   async info(options: CallOptions = {}): Promise<WorkspaceInfo> {
     this.data = await this.client.json<WorkspaceInfo>({ method: 'GET', path: wsPath(this.id), ...options });
     return this.data;
+  }
+
+  /** A page of its timeline, oldest first: at most `limit` (1-1000, default 100) events after
+   * the event id `after`, filtered by `type` (`'exec'`, a family `'desktop_*'`, or an array),
+   * `actor` (`'key_…'`, `'system'`, `'guest'`, `'preview'`, `'key'` for every key) and `since`
+   * (a Date, unix seconds or ISO 8601). */
+  events(options: EventsOptions = {}): Promise<WorkspaceEvent[]> {
+    return listEvents(this.client, this.id, options);
+  }
+
+  /** Its timeline live: every event after `after` that passes the filters (as events()), the
+   * backlog first, then each as it happens, until close() (or breaking out of the loop),
+   * `signal` aborts, or the workspace is deleted. `requestTimeoutMs` bounds opening it; then a
+   * stream silent for `streamIdleTimeoutMs` (keepalives come every 15 s) fails. */
+  followEvents(options: EventsOptions = {}): EventFollower {
+    return new EventFollower(this.client, this.id, options);
   }
 
   private async lifecycle(action: string, body: unknown, target: WorkspaceState,

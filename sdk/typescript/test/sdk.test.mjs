@@ -60,6 +60,16 @@ describe('workspaces', () => {
     assert.deepEqual(info.env, { FROM_WS: 'yes' });
   });
 
+  test('create with a screen; berthd refuses a width that is not a multiple of 8', async () => {
+    const ws = await Workspace.create({ ...conn, name: 'sdk-screen', screen: '1024x768' });
+    try {
+      assert.equal((await ws.info()).screen, '1024x768');
+    } finally {
+      await ws.delete();
+    }
+    await assert.rejects(Workspace.create({ ...conn, name: 'sdk-screen-bad', screen: '1004x768' }), InvalidArgumentError);
+  });
+
   test('create without wait returns at once; a name is made up when none is given', async () => {
     const quick = await Workspace.create({ ...conn, wait: false, idleTimeout: '10m', idleAction: 'hibernate' });
     assert.match(quick.name, /^ws-[0-9a-f]{8}$/);

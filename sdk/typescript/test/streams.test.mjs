@@ -1,6 +1,7 @@
 // ws.pty (GET …/exec/ws), files.watchDir (?watch=1), uploadDir / downloadDir (?archive=tar),
-// ws.network and ws.desktop's control and tickets, against a real berthd (--transport unix:
-// host agents, no VM; test/harness.mjs). Typed commands print computed text ($((6*7))): a
+// ws.network, ws.desktop's control, tickets and requests for a person, and the timeline
+// (ws.events, ws.followEvents: GET …/events, ?follow=1 as NDJSON), against a real berthd
+// (--transport unix: host agents, no VM; test/harness.mjs). Typed commands print computed text ($((6*7))): a
 // terminal echoes what is typed, so only the computed value proves the shell ran it.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -11,6 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { startBerthd, waitFor } from './harness.mjs';
 import {
   BerthError, CommandExitError, InvalidArgumentError, NotFoundError, TimeoutError, UnavailableError, Workspace,
+  formatSince,
 } from '../dist/index.js';
 
 let berthd;
@@ -259,5 +261,100 @@ describe('network and desktop', () => {
     assert.ok(t.url.startsWith('ws://') && t.url.includes(t.ticket));
     assert.equal((await ws.desktop.ticket('control')).mode, 'control');
     assert.throws(() => ws.desktop.ticket('drive'), InvalidArgumentError);
+  });
+
+  test('desktop requestHuman: nobody takes over within the timeout; withdrawRequest', async () => {
+    const start = Date.now();
+    const c = await ws.desktop.requestHuman('solve the captcha', { timeoutMs: 1000 });
+    assert.ok(Date.now() - start < 10_000);
+    assert.equal(c.answered, false);
+    assert.ok(c.url);
+    assert.equal(c.holder, 'agent');
+    assert.equal(c.request ?? null, null);  // withdrawn at the timeout
+    const open = await ws.desktop.requestHuman('log in', { timeoutMs: null });
+    assert.equal(open.request?.reason, 'log in');
+    assert.equal((await ws.desktop.control()).request?.reason, 'log in');
+    assert.equal((await ws.desktop.withdrawRequest()).request ?? null, null);
+    assert.equal((await ws.desktop.control()).request ?? null, null);
+    assert.throws(() => ws.desktop.requestHuman('too long', { timeoutMs: 7_200_000 }), InvalidArgumentError);
+  });
+});
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: nothing in ${ms} ms`)), ms); }),
+  ]);
+}
+
+describe('events', () => {
+  test('formatSince: a Date as ISO 8601 UTC with Z, whole seconds; numbers as unix seconds', () => {
+    assert.equal(formatSince(new Date(Date.UTC(2026, 0, 2, 3, 4, 5, 678))), '2026-01-02T03:04:05Z');
+    assert.equal(formatSince(1767322800.9), '1767322800');
+    assert.equal(formatSince('2026-01-02T03:04:05Z'), '2026-01-02T03:04:05Z');
+  });
+
+  test('a command is recorded with its key; type, actor, since, after and limit filter', async () => {
+    const ws = await Workspace.create({ ...conn, name: 'sdk-events' });
+    try {
+      assert.equal((await ws.commands.run('exit 3', { check: false })).exitCode, 3);
+      const execs = await ws.events({ type: 'exec' });
+      assert.equal(execs.length, 1);
+      const e = execs[0];
+      assert.equal(e.type, 'exec');
+      assert.equal(e.workspace, ws.id);
+      assert.equal(e.data.exit_code, 3);
+      assert.equal(e.data.cmd, 'exit 3');
+      assert.match(e.actor, /^key_/);
+      assert.ok(e.id > 0 && e.at.endsWith('Z'));
+      assert.deepEqual((await ws.events({ type: 'created' })).map((x) => x.type), ['created']);
+      assert.deepEqual((await ws.events({ type: ['created', 'exec'], actor: 'key' })).map((x) => x.type), ['created', 'exec']);
+      assert.equal((await ws.events({ type: 'exec', actor: [e.actor] }))[0].id, e.id);
+      assert.deepEqual(await ws.events({ type: 'exec', actor: 'system' }), []);
+      assert.deepEqual(await ws.events({ since: new Date(Date.now() + 3_600_000) }), []);
+      assert.equal((await ws.events({ type: 'exec', since: Math.floor(Date.now() / 1000) - 3600 })).length, 1);
+      const first = await ws.events({ limit: 1 });
+      assert.equal(first.length, 1);
+      assert.ok((await ws.events({ after: first[0].id }))[0].id > first[0].id);
+      await assert.rejects(ws.events({ type: 'a;b' }), InvalidArgumentError);  // berthd's 400
+      await assert.rejects(ws.events({ limit: 0 }), InvalidArgumentError);     // the SDK's own check
+    } finally {
+      await ws.delete();
+    }
+  });
+
+  test('a follower started before a stop sees stopping then stopped, and closes', async () => {
+    const ws = await Workspace.create({ ...conn, name: 'sdk-follow' });
+    try {
+      const seen = [];
+      const follower = (async () => {
+        for await (const e of ws.followEvents({ type: 'stopping,stopped' })) {
+          seen.push(e);
+          if (e.type === 'stopped') break;  // closes the stream
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 500));  // the stream is open before the stop
+      await ws.stop();
+      await withTimeout(follower, 30_000, 'the follower');
+      assert.deepEqual(seen.map((e) => e.type), ['stopping', 'stopped']);
+      assert.equal(seen[1].data.state, 'stopped');
+
+      // One that waits for more ends at once on close(): its pending next() is done.
+      const live = ws.followEvents({ type: 'stopped' });
+      assert.equal((await live.next()).value.type, 'stopped');  // the backlog
+      const pending = live.next();
+      await withTimeout(live.close(), 5000, 'close()');
+      assert.equal((await withTimeout(pending, 5000, 'the pending next()')).done, true);
+      assert.equal((await live.next()).done, true);
+      // The caller's AbortSignal ends one with its reason.
+      const controller = new AbortController();
+      const aborted = ws.followEvents({ type: 'created', signal: controller.signal });
+      assert.equal((await aborted.next()).value.type, 'created');
+      setTimeout(() => controller.abort(), 100);
+      await assert.rejects(withTimeout(aborted.next(), 5000, 'the aborted follower'), { name: 'AbortError' });
+    } finally {
+      await ws.delete();
+    }
   });
 });

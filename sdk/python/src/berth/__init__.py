@@ -16,7 +16,7 @@ from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError
                      NotFoundError, QuotaExceededError, RateLimitError, StorageError,
                      TimeoutError, UnavailableError)
 from .types import (Action, ActionsResult, Click, CommandResult, DesktopControl, DesktopTicket,
-                    DirTransfer, Drag, EntryInfo, HoldKey, Key, MouseDown, MouseUp, Move,
+                    DirTransfer, Drag, EntryInfo, Event, HoldKey, Key, MouseDown, MouseUp, Move,
                     NetworkStatus, Preview, ProcessInfo, Screenshot, Scroll, Size, TypeText, Wait,
                     WatchEvent, WorkspaceInfo)
 from .workspace import (CommandHandle, Commands, Desktop, Files, Network, Previews, Pty, PtyHandle,
@@ -29,7 +29,7 @@ __all__ = [
     "EntryInfo", "Preview", "ProcessInfo", "WorkspaceInfo", "Pty", "AsyncPty", "PtyHandle",
     "AsyncPtyHandle", "WatchHandle", "AsyncWatchHandle", "Network", "AsyncNetwork", "Desktop",
     "AsyncDesktop", "WatchEvent", "DirTransfer", "NetworkStatus", "DesktopControl",
-    "DesktopTicket", "Screenshot", "Size", "ActionsResult", "Action", "Move", "Click",
+    "DesktopTicket", "Event", "Screenshot", "Size", "ActionsResult", "Action", "Move", "Click",
     "MouseDown", "MouseUp", "Drag", "Scroll", "TypeText", "Key", "HoldKey", "Wait", "BerthError", "AlreadyExistsError",
     "AuthError", "CommandExitError", "ConflictError", "ForbiddenError", "InternalError",
     "InvalidArgumentError", "LockedError", "NotFoundError", "QuotaExceededError",

@@ -428,11 +428,12 @@ def check_result(result: CommandResult, check: bool) -> CommandResult:
 def create_body(name: Optional[str], image: Optional[str], size: Optional[str],
                 idle_timeout: Optional[int], idle_action: Optional[str],
                 env: Optional[Dict[str, str]], labels: Optional[Dict[str, str]],
-                network: Optional[Json], auto_start: Optional[bool] = None) -> Json:
+                network: Optional[Json], auto_start: Optional[bool] = None,
+                screen: Optional[str] = None) -> Json:
     body: Json = {"name": name or "ws-" + uuid.uuid4().hex[:10]}
     for key, value in (("image", image), ("size", size), ("idle_timeout", idle_timeout),
                        ("idle_action", idle_action), ("env", env), ("labels", labels),
-                       ("network", network), ("auto_start", auto_start)):
+                       ("network", network), ("auto_start", auto_start), ("screen", screen)):
         if value is not None:
             body[key] = value
     return body

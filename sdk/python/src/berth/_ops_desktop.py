@@ -228,6 +228,32 @@ class DesktopOps(CoreBase):
                                          replayable=True), deadline)
         return DesktopControl.from_json(j)
 
+    def desktop_request_human(self, ws: str, reason: str, timeout: Optional[float],
+                              deadline: Deadline) -> Op[DesktopControl]:
+        """POST …/desktop/control/request: with `timeout` (seconds, at most 3600) berthd answers
+        once a person took over and handed back, or at the timeout (the request is then
+        withdrawn), with `answered` and `url`."""
+        if not isinstance(reason, str):
+            raise InvalidArgumentError("reason is a string", code="invalid_argument")
+        body: Json = {"reason": reason}
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                    not 0 < timeout <= 3600:
+                raise InvalidArgumentError(f"timeout is 1-3600 seconds, not {timeout!r}",
+                                           code="invalid_argument")
+            body["timeout_s"] = max(1, int(timeout))
+        # Not sent again on its own: a second request after a hand-back would be a new one.
+        j = yield from self.call(Request("POST", self.ws_path(ws, "/desktop/control/request"),
+                                         f"request a person for the desktop of {ws}", json=body),
+                                 deadline)
+        return DesktopControl.from_json(j)
+
+    def desktop_withdraw_request(self, ws: str, deadline: Deadline) -> Op[DesktopControl]:
+        j = yield from self.call(Request("DELETE", self.ws_path(ws, "/desktop/control/request"),
+                                         f"withdraw the request for a person on {ws}",
+                                         replayable=True), deadline)
+        return DesktopControl.from_json(j)
+
     def desktop_ticket(self, ws: str, mode: str, deadline: Deadline) -> Op[DesktopTicket]:
         if mode not in ("view", "control"):
             raise InvalidArgumentError(f"a ticket's mode is view or control, not {mode!r}",

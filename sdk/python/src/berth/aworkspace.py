@@ -15,10 +15,11 @@ from typing import (IO, Any, AsyncIterator, Callable, Dict, Iterable, List, Lite
 from . import _core
 from ._core import (Callback, StopToken, check_result, command_deadline, create_body,
                     resolve_config)
+from ._ops_events import Filter, Since, event_params
 from ._ops_pty import PtySession
 from ._async import AsyncConnection as Connection
 from .types import (Action, ActionsResult, Click, CommandResult, DesktopControl, DesktopTicket,
-                    DirTransfer, Drag, EntryInfo, Json, Key, MouseButton, Move, NetworkStatus,
+                    DirTransfer, Drag, EntryInfo, Event, Json, Key, MouseButton, Move, NetworkStatus,
                     Point, Preview, ProcessInfo, Screenshot, Scroll, TypeText, WatchEvent,
                     WorkspaceInfo)
 
@@ -520,6 +521,25 @@ class AsyncDesktop:
         return await conn.run(conn.core.desktop_release(self._ws.id, note,
                                                   conn.core.deadline(request_timeout)))
 
+    async def request_human(self, reason: str, timeout: Optional[float] = 600.0,
+                      request_timeout: Optional[float] = None) -> DesktopControl:
+        """Asks a person to take over (the desktop page shows `reason`) and waits (at most
+        `timeout` seconds, 3600 at most; None: answers at once) until one took over and handed
+        back: `answered`, `url` (the desktop page, to send them to) and, when answered,
+        `handback` (note, by, tabs_before, tabs_after). A request nobody took is withdrawn at
+        the timeout. request_timeout default: timeout + 30 s."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_request_human(
+            self._ws.id, reason, timeout,
+            _core.Deadline(request_timeout or timeout + 30.0) if timeout
+            else conn.core.deadline(request_timeout)))
+
+    async def withdraw_request(self, request_timeout: Optional[float] = None) -> DesktopControl:
+        """Withdraws a request for a person that nobody has taken yet."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.desktop_withdraw_request(self._ws.id,
+                                                           conn.core.deadline(request_timeout)))
+
     async def ticket(self, mode: str = "view", request_timeout: Optional[float] = None) -> DesktopTicket:
         """A one-time ticket for one browser viewer (noVNC), "view" or "control", valid 60 s."""
         conn = self._ws._conn
@@ -573,14 +593,18 @@ class AsyncWorkspace:
                idle_action: Optional[str] = None, env: Optional[Dict[str, str]] = None,
                labels: Optional[Dict[str, str]] = None, network: Optional[Json] = None,
                wait: bool = True, url: Optional[str] = None, api_key: Optional[str] = None,
-               request_timeout: Optional[float] = None) -> "AsyncWorkspace":
+               request_timeout: Optional[float] = None,
+               screen: Optional[str] = None) -> "AsyncWorkspace":
         """Creates a workspace (a name is made up when none is given) and, with wait, waits
         until it runs (berthd's POST …/wait; request_timeout default 300 s). Sent with an
-        Idempotency-Key, so the SDK's own retries never make two."""
+        Idempotency-Key, so the SDK's own retries never make two. `screen`: the desktop's
+        size, "WIDTHxHEIGHT" (width 640-3840 and a multiple of 8, height 480-2160; berthd's
+        default 1280x800)."""
         conn = _connect(url, api_key, None)
         try:
             info = await conn.run(conn.core.create(
-                create_body(name, image, size, idle_timeout, idle_action, env, labels, network),
+                create_body(name, image, size, idle_timeout, idle_action, env, labels, network,
+                            screen=screen),
                 wait, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
         except BaseException:
             await conn.close()
@@ -606,13 +630,14 @@ class AsyncWorkspace:
                       env: Optional[Dict[str, str]] = None,
                       labels: Optional[Dict[str, str]] = None, network: Optional[Json] = None,
                       wait: bool = True, url: Optional[str] = None, api_key: Optional[str] = None,
-                      request_timeout: Optional[float] = None) -> "AsyncWorkspace":
+                      request_timeout: Optional[float] = None,
+                      screen: Optional[str] = None) -> "AsyncWorkspace":
         """The workspace named `name`, woken, or made with these settings if there is none."""
         conn = _connect(url, api_key, None)
         try:
             info = await conn.run(conn.core.get_or_create(
                 name, create_body(name, image, size, idle_timeout, idle_action, env, labels,
-                                  network),
+                                  network, screen=screen),
                 wait, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
         except BaseException:
             await conn.close()
@@ -634,6 +659,31 @@ class AsyncWorkspace:
         self._info = await self._conn.run(self._conn.core.get(self.id,
                                                         self._conn.core.deadline(request_timeout)))
         return self._info
+
+    async def events(self, type: Filter = None, actor: Filter = None, since: Since = None,
+               after: int = 0, limit: int = 100,
+               request_timeout: Optional[float] = None) -> List[Event]:
+        """A page of its timeline, oldest first: at most `limit` (1-1000) events after the
+        event id `after`. Filters: `type` "exec" or a list, a family ending in * ("desktop_*");
+        `actor` "key_…", "system", "guest", "preview", or "key" for every key (a list for
+        several); `since` a datetime (UTC if naive), unix seconds or ISO 8601."""
+        return await self._conn.run(self._conn.core.events(
+            self.id, event_params(type, actor, since, after, limit),
+            self._conn.core.deadline(request_timeout)))
+
+    async def follow_events(self, type: Filter = None, actor: Filter = None, since: Since = None,
+                      after: int = 0, limit: int = 100,
+                      request_timeout: Optional[float] = None) -> AsyncIterator[Event]:
+        """Its timeline live: every event after `after` that passes the filters (as events()),
+        the backlog first, then each as it happens, for as long as the caller iterates (until
+        the workspace is deleted). close() the iterator (or break out of the loop) to end it.
+        request_timeout bounds opening the stream; then a stream silent for 45 s (keepalives
+        come every 15 s) raises TimeoutError."""
+        conn = self._conn
+        async for info in conn.iterate(conn.core.follow_events(
+                self.id, event_params(type, actor, since, after, limit),
+                conn.core.deadline(request_timeout))):
+            yield info
 
     async def _lifecycle(self, action: str, body: Optional[Json], settle: Optional[str],
                    request_timeout: Optional[float]) -> WorkspaceInfo:

@@ -55,6 +55,7 @@ class WorkspaceInfo:
     created_at: str = ""
     started_at: Optional[str] = None
     last_active_at: Optional[str] = None
+    screen: Optional[str] = None
     raw: Json = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -66,7 +67,7 @@ class WorkspaceInfo:
             idle_action=_str(j, "idle_action"), auto_start=j.get("auto_start") is not False,
             env=_strmap(j, "env"), labels=_strmap(j, "labels"), error=_opt_str(j, "error"),
             created_at=_str(j, "created_at"), started_at=_opt_str(j, "started_at"),
-            last_active_at=_opt_str(j, "last_active_at"), raw=j)
+            last_active_at=_opt_str(j, "last_active_at"), screen=_opt_str(j, "screen"), raw=j)
 
 
 @dataclass
@@ -223,14 +224,49 @@ class DesktopControl:
     lease_expires: Optional[str]
     reason: Optional[str]
     private: bool
+    #: The agent's open request for a person ({reason, since, by, taken}), else None.
+    request: Optional[Json] = None
+    #: The last hand-back: {note, by, cause, at, request, tabs_before, tabs_after}, else None.
+    handback: Optional[Json] = None
+    #: request_human's answer only: whether a person took over and handed back in time.
+    answered: Optional[bool] = None
+    #: request_human's answer only: the web UI's desktop page, to send the person to.
+    url: Optional[str] = None
     raw: Json = field(default_factory=dict, repr=False)
 
     @staticmethod
     def from_json(j: Json) -> "DesktopControl":
+        req, back, answered = j.get("request"), j.get("handback"), j.get("answered")
         return DesktopControl(holder=_str(j, "holder"), since=_opt_str(j, "since"),
                               by=_opt_str(j, "by"), lease_expires=_opt_str(j, "lease_expires"),
                               reason=_opt_str(j, "reason"), private=j.get("private") is True,
-                              raw=j)
+                              request=req if isinstance(req, dict) else None,
+                              handback=back if isinstance(back, dict) else None,
+                              answered=answered if isinstance(answered, bool) else None,
+                              url=_opt_str(j, "url"), raw=j)
+
+
+@dataclass
+class Event:
+    """One event of a workspace's timeline (docs/api.md, "The timeline"): `id` increases (the
+    cursor of `after`), `at` is ISO 8601 UTC, `actor` who caused it ("key_…", "system",
+    "guest", "preview"), `data` its details (an exec's cmd and exit_code, a state)."""
+    id: int
+    at: str
+    type: str
+    actor: str
+    message: str
+    data: Json
+    workspace: str
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "Event":
+        data = j.get("data")
+        return Event(id=_int(j, "id"), at=_str(j, "at"), type=_str(j, "type"),
+                     actor=_str(j, "actor", "system"), message=_str(j, "message"),
+                     data=data if isinstance(data, dict) else {},
+                     workspace=_str(j, "workspace"), raw=j)
 
 
 @dataclass
