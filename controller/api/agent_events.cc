@@ -13,9 +13,7 @@ using http::bhttp::verb;
 // `s` cut to at most `max` bytes, never inside a UTF-8 sequence, with "…" when cut.
 std::string Cut(std::string s, size_t max) {
   if (s.size() <= max) return s;
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-  s.resize(end);
+  s.resize(protocol::CompleteUtf8Prefix(std::string_view(s).substr(0, max)));
   return s + "…";
 }
 

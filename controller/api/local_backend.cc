@@ -340,20 +340,8 @@ Result<std::vector<v1::Event>> LocalBackend::ListEvents(std::string_view ws, int
   store::EventFilter filter;
   filter.after_id = std::max<int64_t>(after, 0);
   filter.limit = std::clamp(limit, 1, v1::kMaxEventPage);
-  if (!select.types.empty()) {
-    auto types = store::ParseEventTypes(select.types);
-    if (!types) return Fail(types.error());
-    filter.types = std::move(*types);
-  }
-  if (!select.actors.empty()) {
-    auto actors = store::ParseEventActors(select.actors);
-    if (!actors) return Fail(actors.error());
-    filter.actors = std::move(*actors);
-  }
-  if (!select.since.empty()) {
-    auto since = ParseTime(select.since);
-    if (!since) return Fail(since.error());
-    filter.since = *since;
+  if (auto parsed = store::ParseEventFilter(select.types, select.actors, select.since, filter); !parsed) {
+    return Fail(parsed.error());
   }
   auto events = service_.ListEvents(principal_.tenant_id, std::string(ws), filter);
   if (!events) return Fail(events.error());

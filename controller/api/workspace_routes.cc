@@ -198,21 +198,10 @@ Result<store::EventFilter> EventFilterOf(const http::Exchange& ex) {
   if (!limit) return Fail(limit.error());
   filter.after_id = *after;
   filter.limit = static_cast<int>(*limit);
-  if (auto types = ex.query().Get("type")) {
-    auto parsed = store::ParseEventTypes(*types);
-    if (!parsed) return Fail(parsed.error());
-    filter.types = std::move(*parsed);
-  }
-  if (auto actors = ex.query().Get("actor")) {
-    auto parsed = store::ParseEventActors(*actors);
-    if (!parsed) return Fail(parsed.error());
-    filter.actors = std::move(*parsed);
-  }
-  if (auto since = ex.query().Get("since")) {
-    auto t = ParseTime(*since);
-    if (!t) return Fail(t.error());
-    filter.since = *t;
-  }
+  const auto& q = ex.query();
+  auto parsed = store::ParseEventFilter(q.Get("type").value_or(""), q.Get("actor").value_or(""),
+                                        q.Get("since").value_or(""), filter);
+  if (!parsed) return Fail(parsed.error());
   return filter;
 }
 

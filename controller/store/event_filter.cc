@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/v1/time.h"
+
 namespace berth::store {
 namespace {
 
@@ -62,6 +64,26 @@ bool EventFilter::Matches(std::string_view type, std::string_view actor, int64_t
     if (!any) return false;
   }
   return true;
+}
+
+Status ParseEventFilter(std::string_view types, std::string_view actors, std::string_view since,
+                        EventFilter& filter) {
+  if (!types.empty()) {
+    auto parsed = ParseEventTypes(types);
+    if (!parsed) return Fail(parsed.error());
+    filter.types = std::move(*parsed);
+  }
+  if (!actors.empty()) {
+    auto parsed = ParseEventActors(actors);
+    if (!parsed) return Fail(parsed.error());
+    filter.actors = std::move(*parsed);
+  }
+  if (!since.empty()) {
+    auto t = v1::ParseTimeArgument(since);
+    if (!t) return Fail(t.error());
+    filter.since = *t;
+  }
+  return {};
 }
 
 Result<std::vector<std::string>> ParseEventTypes(std::string_view list) {

@@ -51,5 +51,9 @@ bool IsActorKind(std::string_view entry);
 inline constexpr size_t kMaxFilterEntries = 20;
 Result<std::vector<std::string>> ParseEventTypes(std::string_view list);
 Result<std::vector<std::string>> ParseEventActors(std::string_view list);
+// `filter` with the types, actors and since of their text forms (?type=, ?actor=, ?since=:
+// ISO 8601 UTC or unix seconds); an empty one leaves that part as it is.
+Status ParseEventFilter(std::string_view types, std::string_view actors, std::string_view since,
+                        EventFilter& filter);
 
 }  // namespace berth::store
