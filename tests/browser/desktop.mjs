@@ -11,12 +11,16 @@
 // when the screen's server ends the tab says it is reconnecting and comes back by itself (a
 // fresh ticket) once the screen is there again; Take over makes berthd say a person holds it
 // (GET …/desktop/control with the test's key), the page reconnects with a control ticket, and
-// a click and a key on the screen reach QEMU (a `desktop_input` event by a human); Hand back
+// a click and a key on the screen reach QEMU (a `desktop_input` event by a human); in control,
+// Paste into VM puts any Unicode on the guest's clipboard (berthd's desktop.clipboard_tool is
+// the harness's fake, its text in a file) and says to press Ctrl+V, the text prefilled from the
+// browser's clipboard when the page may read it, Copy from VM shows the guest's clipboard and
+// copies it to the browser's, a 423 says who holds control; Hand back
 // with a note gives it back (the agent holds it, the release event carries the note); a
 // private takeover makes the agent's screenshot a 423; a `view` link made on the tab opens
 // desktop.html with no session, shows the screen, leaves no ticket in the address bar and
 // cannot take over (berthd's error on the page, control unchanged); a `control` link of
-// another key takes over and hands back through its ticket, and the tab follows both; the
+// another key takes over, pastes into the VM through its ticket, and hands back, and the tab follows both; the
 // agent's request for help is a plain-text banner whose Take over works (the control answer
 // rewritten by the test: berthd does not send the field yet); a workspace without a screen
 // says so, and a stopped one offers Start. No CSP violation or uncaught error, and no serious
@@ -127,6 +131,68 @@ async function events(berthd, ws) {
   return r.body.events;
 }
 
+const clipboardText = (berthd) => fs.readFileSync(path.join(berthd.clipboard, 'text'), 'utf8');
+
+/** In control on the tab: Paste into VM and Copy from VM, and a 423 in plain words. */
+async function checkClipboard(page, berthd) {
+  const text = 'gr\u00fc\u00dfe \u4e16\u754c \u2713 \u{1F600}\nline two';
+  // The browser's clipboard holds text: the dialog starts with it (the context may read it).
+  await page.evaluate(() => navigator.clipboard.writeText('from the browser'));
+  await page.getByRole('button', { name: 'Paste into VM' }).click();
+  const paste = page.getByRole('dialog', { name: 'Paste into the VM' });
+  const box = paste.getByLabel("Text for the VM's clipboard");
+  await waitFor('the paste box filled from the browser\'s clipboard', async () => (await box.inputValue()) === 'from the browser', 10_000);
+  await paste.getByText("From your computer's clipboard").waitFor();
+  await box.fill(text);
+  await shot(page, 'desktop-02-paste');
+  await paste.getByRole('button', { name: "Send to the VM's clipboard" }).click();
+  await paste.waitFor({ state: 'hidden' });
+  const note = page.locator('.desk-pasted');
+  await note.waitFor();
+  check(/Ctrl\+V in the VM/.test(await note.innerText()), `after the paste the page says: ${await note.innerText()}`);
+  check(clipboardText(berthd) === text, `the guest's clipboard holds ${JSON.stringify(clipboardText(berthd))}`);
+  // berthd writes the timeline just after it answers.
+  const set = await waitFor('the paste\'s desktop_clipboard_set event', async () =>
+    (await events(berthd, 'desk')).find((e) => e.type === 'desktop_clipboard_set' && e.data?.holder === 'human'), 10_000);
+  check(set.data.bytes === Buffer.byteLength(text), `the paste's event: ${JSON.stringify(set)}`);
+  check(!JSON.stringify(set).includes('line two'), 'the timeline keeps the pasted text');
+
+  // Copy from VM: what was copied in the guest meanwhile, and Copy puts it on the browser's clipboard.
+  const inVm = 'copied in the VM: \u00fcn\u00efc\u00f6d\u00e9';
+  fs.writeFileSync(path.join(berthd.clipboard, 'text'), inVm);
+  await page.getByRole('button', { name: 'Copy from VM' }).click();
+  const copy = page.getByRole('dialog', { name: 'Copy from the VM' });
+  const shown = copy.getByLabel("The VM's clipboard");
+  await waitFor('the VM\'s clipboard in the copy box', async () => (await shown.inputValue()) === inVm, 20_000);
+  await copy.getByRole('button', { name: 'Copy', exact: true }).click();
+  await copy.getByRole('status').filter({ hasText: 'Copied' }).waitFor();
+  const got = await page.evaluate(() => navigator.clipboard.readText());
+  check(got === inVm, `after Copy the browser's clipboard holds ${JSON.stringify(got)}`);
+  await shot(page, 'desktop-02-copy');
+  await copy.getByRole('button', { name: 'Close' }).click();
+  await copy.waitFor({ state: 'hidden' });
+
+  // Someone else holds control by the time the text is sent (a lease that ran out and another
+  // person's takeover; berthd's answer made here): the dialog says who, in plain words.
+  await page.route(/\/desktop\/clipboard$/, (route) => route.fulfill({
+    status: 423, json: { error: { code: 'locked', message: 'a person (key_0ther) has held the desktop since …',
+                                  details: { holder: 'human', by: 'key_0ther', since: new Date().toISOString(), private: false } } },
+  }));
+  await page.getByRole('button', { name: 'Paste into VM' }).click();
+  await box.fill('refused');
+  await paste.getByRole('button', { name: "Send to the VM's clipboard" }).click();
+  const refused = paste.getByRole('alert').filter({ hasText: 'key_0ther' });
+  await refused.waitFor();
+  check(/A person \(key_0ther\) has held control since .*only they can change the VM's clipboard/.test(await refused.innerText()),
+        `the 423 shows: ${await refused.innerText()}`);
+  await shot(page, 'desktop-02-paste-refused');
+  await page.unroute(/\/desktop\/clipboard$/);
+  await paste.getByRole('button', { name: 'Cancel' }).click();
+  await paste.waitFor({ state: 'hidden' });
+  check(clipboardText(berthd) === inVm, 'the refused paste changed the guest\'s clipboard');
+  log('in control: Paste into VM and Copy from VM work; a 423 says who holds control');
+}
+
 async function makeWorkspace(berthd, name) {
   const made = await berthd.api('POST', '/v1/workspaces', { name });
   check(made.status === 201, `create ${name}: ${made.status} ${JSON.stringify(made.body)}`);
@@ -158,7 +224,8 @@ async function run(browser, berthd, base) {
 
 async function withScreen(browser, berthd, base, id, screen) {
   // --- The Desktop tab, signed in, at laptop width.
-  const ctx = await browser.newContext({ viewport: kViewports.laptop });
+  // The page may read and write the browser's clipboard (the paste dialog's prefill, Copy).
+  const ctx = await browser.newContext({ viewport: kViewports.laptop, permissions: ['clipboard-read', 'clipboard-write'] });
   const page = await ctx.newPage();
   page.setDefaultTimeout(kStep);
   watchPage(page, 'desktop tab');
@@ -201,6 +268,7 @@ async function withScreen(browser, berthd, base, id, screen) {
   check((input.data.clicks ?? 0) >= 1 && (input.data.keys ?? 0) >= 1, `the human input event: ${JSON.stringify(input.data)}`);
   log(`taken over: ${taken.by} holds control; input reached the screen (${JSON.stringify(input.data)})`);
   await shot(page, 'desktop-02-control');
+  await checkClipboard(page, berthd);
 
   // Another tab shown meanwhile: the control viewer stays open (berthd would hand control back
   // to the agent 30 s after the last one closed).
@@ -228,6 +296,12 @@ async function withScreen(browser, berthd, base, id, screen) {
   check((await control(berthd, 'desk')).private === true, 'a private takeover is not private');
   const hidden = await fetch(`${berthd.url}/v1/workspaces/desk/desktop/screenshot`, { headers: { Authorization: `Bearer ${berthd.key}` } });
   check(hidden.status === 423, `the agent's screenshot during a private takeover: ${hidden.status}`);
+  // Nobody reads the VM's clipboard meanwhile (berthd's 423): Copy from VM says why.
+  await page.getByRole('button', { name: 'Copy from VM' }).click();
+  const privateCopy = page.getByRole('dialog', { name: 'Copy from the VM' });
+  await privateCopy.getByRole('alert').filter({ hasText: 'privately' }).waitFor();
+  await privateCopy.getByRole('button', { name: 'Close' }).click();
+  await privateCopy.waitFor({ state: 'hidden' });
   await page.getByRole('button', { name: 'Hand back' }).click();
   await who.filter({ hasText: 'You are watching' }).waitFor();
   log('a private takeover hides the screen from the agent (423) until handed back');
@@ -277,6 +351,18 @@ async function withScreen(browser, berthd, base, id, screen) {
   const byLink = await control(berthd, 'desk');
   check(byLink.holder === 'human' && byLink.by === other.body.id, `after the control link's takeover: ${JSON.stringify(byLink)}`);
   await shot(cp, 'desktop-04-control-link');
+  // The link's person pastes through its ticket (no session): the timeline names their key.
+  check(await cp.getByRole('button', { name: 'Copy from VM' }).count() === 0, 'a link page offers Copy from VM (its ticket cannot read)');
+  await cp.getByRole('button', { name: 'Paste into VM' }).click();
+  const linkPaste = cp.getByRole('dialog', { name: 'Paste into the VM' });
+  await linkPaste.getByLabel("Text for the VM's clipboard").fill('from the link \u2713');
+  await linkPaste.getByRole('button', { name: "Send to the VM's clipboard" }).click();
+  await cp.locator('.desk-pasted').waitFor();
+  check(clipboardText(berthd) === 'from the link \u2713', `after the link's paste the guest's clipboard holds ${JSON.stringify(clipboardText(berthd))}`);
+  const linkSet = await waitFor('the link\'s desktop_clipboard_set event', async () =>
+    (await events(berthd, 'desk')).find((e) => e.type === 'desktop_clipboard_set' && e.actor === other.body.id), 10_000);
+  check(linkSet.data?.holder === 'human', `the link's paste event: ${JSON.stringify(linkSet)}`);
+  log('the control link pastes into the VM through its ticket');
   // The signed-in tab sees someone else hold control (it waits on ?wait=release meanwhile).
   await page.locator('.desk-who').filter({ hasText: 'A person' }).waitFor({ timeout: 20_000 });
   await cp.getByRole('button', { name: 'Hand back' }).click();
@@ -363,7 +449,7 @@ async function main() {
   }
   // A stray rejection (a route handler's, say) fails the run but never skips the cleanup below.
   process.on('unhandledRejection', (e) => problems.push(`unhandled rejection: ${e?.stack ?? e}`));
-  const berthd = await startBerthd({ config: { web_root: dist } });
+  const berthd = await startBerthd({ config: { web_root: dist }, clipboard: true });
   let browser = null;
   try {
     browser = await launchChromium();

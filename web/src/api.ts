@@ -6,7 +6,8 @@ export interface ApiErrorBody {
 }
 
 export class ApiError extends Error {
-  constructor(message: string, readonly status: number, readonly code: string) {
+  /** berthd's `details`, when the error carries them (a 423's holder, by and since). */
+  constructor(message: string, readonly status: number, readonly code: string, readonly details?: Record<string, unknown>) {
     super(message);
   }
 }
@@ -78,7 +79,7 @@ export function csrfHeaders(method: string): Record<string, string> {
 export function errorFromText(status: number, statusText: string, text: string): ApiError {
   try {
     const body = JSON.parse(text) as ApiErrorBody;
-    if (body.error?.message) return new ApiError(body.error.message, status, body.error.code ?? 'unknown');
+    if (body.error?.message) return new ApiError(body.error.message, status, body.error.code ?? 'unknown', body.error.details);
   } catch {
     // Not JSON: a proxy's page or an empty body.
   }

@@ -10,6 +10,7 @@
 import RFB from '@novnc/novnc/lib/rfb';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { call, currentSession, errorFromText, errorMessage, networkError, wsPath } from './api';
+import { CopyDialog, PasteDialog } from './desktop_clipboard';
 import { ErrorNote, copyText, formatDuration, formatTime, useNow } from './ui';
 
 export type Mode = 'view' | 'control';
@@ -41,6 +42,11 @@ export interface DesktopAccess {
   getControl(wait: boolean, signal?: AbortSignal): Promise<ControlState>;
   takeover(isPrivate: boolean): Promise<ControlState>;
   release(note: string): Promise<ControlState>;
+  /** Puts text on the guest's clipboard (PUT …/desktop/clipboard): the bytes put there. */
+  setClipboard(text: string): Promise<number>;
+  /** The guest's clipboard's text (GET …/desktop/clipboard), or null where this page may not
+   * read it: a shared link's ticket opens the paste only. */
+  getClipboard: (() => Promise<string>) | null;
   /** Why a viewer could not connect, in berthd's words, when it can tell (null: a passing failure). */
   diagnose(): Promise<string | null>;
   /** The key this page acts as, when known before a takeover. */
@@ -74,6 +80,8 @@ export function sessionAccess(ws: string): DesktopAccess {
       call<ControlState>('GET', wsPath(ws, `/desktop/control${wait ? `?wait=release&timeout=${kWaitTimeout}` : ''}`), { signal }),
     takeover: (isPrivate) => call<ControlState>('POST', wsPath(ws, '/desktop/control/takeover'), { body: { private: isPrivate } }),
     release: (note) => call<ControlState>('POST', wsPath(ws, '/desktop/control/release'), { body: note ? { note } : {} }),
+    setClipboard: async (text) => (await call<{ bytes: number }>('PUT', wsPath(ws, '/desktop/clipboard'), { body: { text } })).bytes,
+    getClipboard: async () => (await call<{ text: string }>('GET', wsPath(ws, '/desktop/clipboard'))).text,
     async diagnose() {
       // The screenshot route reaches the same socket and says why it cannot.
       try {
@@ -121,6 +129,8 @@ export function linkAccess(ws: string, ticket: string, mode: Mode): DesktopAcces
     getControl: (wait, signal) => send<ControlState>('GET', `/desktop/control${wait ? `?wait=release&timeout=${kWaitTimeout}` : ''}`, undefined, signal),
     takeover: (isPrivate) => send<ControlState>('POST', '/desktop/control/takeover', { private: isPrivate }),
     release: (note) => send<ControlState>('POST', '/desktop/control/release', note ? { note } : {}),
+    setClipboard: async (text) => (await send<{ bytes: number }>('PUT', '/desktop/clipboard', { text })).bytes,
+    getClipboard: null,
     diagnose: async () => null,
   };
 }
@@ -163,6 +173,8 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
   const [me, setMe] = useState<string | null>(access.me);
   const [retryNonce, setRetryNonce] = useState(0);
   const [controlNonce, setControlNonce] = useState(0);
+  const [clip, setClip] = useState<'paste' | 'copy' | null>(null);
+  const [pasted, setPasted] = useState<number | null>(null);
   const now = useNow();
 
   const mine = !!control && control.holder === 'human' && !!me && control.by === me;
@@ -335,6 +347,19 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
     if (visible && !viewOnly && connected) rfbRef.current?.focus({ preventScroll: true });
   }, [visible, viewOnly, connected]);
 
+  // The clipboard is the holder's: its dialogs and note go with control.
+  useEffect(() => {
+    if (mine) return;
+    setClip(null);
+    setPasted(null);
+  }, [mine]);
+  const sentToClipboard = (bytes: number) => {
+    setClip(null);
+    setPasted(bytes);
+    // Ctrl+V goes to the VM from here.
+    window.setTimeout(() => rfbRef.current?.focus({ preventScroll: true }), 0);
+  };
+
   const request = control?.request ?? null;
   const lease = control?.lease_expires ? Date.parse(control.lease_expires) : NaN;
   const holderText = !control ? 'Checking who holds control…'
@@ -362,6 +387,16 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
           <span class="desk-holder">{holderText}</span>
         </p>
         <div class="buttons">
+          {mine && (
+            <>
+              <button type="button" class="quiet" disabled={!canAct} onClick={() => { setPasted(null); setClip('paste'); }}
+                      title="Put text on the VM's clipboard, then paste it there with Ctrl+V">Paste into VM</button>
+              {access.getClipboard && (
+                <button type="button" class="quiet" disabled={!canAct} onClick={() => setClip('copy')}
+                        title="Read the VM's clipboard and copy it to this computer">Copy from VM</button>
+              )}
+            </>
+          )}
           {mine ? (
             <form class="inline" onSubmit={(e) => { e.preventDefault(); void act('release'); }}>
               <label class="desk-note-field">Note for the agent (optional)
@@ -382,6 +417,12 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
         </div>
       </div>
       {access.fixedMode === 'view' && <p class="muted desk-note">This link is view-only: it cannot take control.</p>}
+      {mine && pasted !== null && (
+        <p class="note desk-pasted" role="status">Your text ({pasted.toLocaleString()} bytes) is on the VM's clipboard: press Ctrl+V in the VM to paste it.
+          <button type="button" class="link" onClick={() => setPasted(null)}>Dismiss</button></p>
+      )}
+      <PasteDialog open={mine && clip === 'paste'} onClose={() => setClip(null)} send={access.setClipboard} onSent={sentToClipboard} />
+      {access.getClipboard && <CopyDialog open={mine && clip === 'copy'} onClose={() => setClip(null)} read={access.getClipboard} />}
       {actionError && <ErrorNote message={actionError} onDismiss={() => setActionError(null)} />}
       {controlError && <ErrorNote message={controlError} />}
       {(conn.kind === 'failed' || conn.kind === 'ended') && (

@@ -49,7 +49,7 @@ export function formatTime(iso: string | null | undefined): string {
 
 /** Copies text to the clipboard; where the Clipboard API is refused (a page not served over
  * https or from localhost), selects `fallback`'s text and copies that. */
-export async function copyText(text: string, fallback?: HTMLInputElement | null): Promise<boolean> {
+export async function copyText(text: string, fallback?: HTMLInputElement | HTMLTextAreaElement | null): Promise<boolean> {
   try {
     await navigator.clipboard.writeText(text);
     return true;

@@ -1,7 +1,8 @@
 """A real berthd for the SDK's tests, as tests/integration/vite_preview_api_test.py runs it:
 --transport unix (each workspace's agent is a real berth-agent host process and its "guest"
 is this host: no VM), a stand-in base image, a temp data directory, the operator key from
-admin.key. One berthd for the whole session; each test makes its own workspaces.
+admin.key, and a stand-in for the desktop image's clipboard tool (desktop.clipboard_tool). One
+berthd for the whole session; each test makes its own workspaces.
 
 Needs BERTHD_BIN and BERTH_AGENT_BIN (CTest sets them to the build's binaries) and qemu-img."""
 
@@ -29,8 +30,11 @@ USER = "root" if os.getuid() == 0 else os.environ.get("USER", "")
 
 
 class Berthd:
-    def __init__(self, url: str, key: str, data: str, tmp: str) -> None:
+    def __init__(self, url: str, key: str, data: str, tmp: str, clipboard: str) -> None:
         self.url, self.key, self.data, self.tmp = url, key, data, tmp
+        # The fake clipboard tool's directory: its text in `text`; a file `down` plays the
+        # display not being up.
+        self.clipboard = clipboard
 
     def env(self) -> dict:
         return {"BERTH_URL": self.url, "BERTH_API_KEY": self.key}
@@ -46,6 +50,30 @@ def _stand_in_image(data: str) -> None:
         with open(os.path.join(img, name), "w") as f:
             f.write(text)
     os.symlink("v1", os.path.join(data, "images", "base", "current"))
+
+
+# The desktop image's clipboard tool (images/recipes/desktop, /usr/local/lib/berth/clipboard)
+# as berthd's tests fake it (tests/integration/berthd_desktop_test.cc): `get` prints the text,
+# `set` stores stdin, exit 3 while there is no display.
+_CLIPBOARD_TOOL = """#!/bin/sh
+d=$(dirname "$0")
+[ -e "$d/down" ] && { echo 'clipboard: the X display :0 is not up' >&2; exit 3; }
+case "$1" in get) cat "$d/text" 2>/dev/null ;; set) cat > "$d/text" ;; *) exit 2 ;; esac
+"""
+
+
+def _clipboard_tool(tmp: str) -> str:
+    """The fake tool in a directory of its own that the agent's user may enter and write in
+    (the host agent may run as another user than this test)."""
+    d = os.path.join(tmp, "clipboard")
+    os.makedirs(d)
+    tool = os.path.join(d, "clipboard")
+    with open(tool, "w") as f:
+        f.write(_CLIPBOARD_TOOL)
+    os.chmod(tool, 0o755)
+    os.chmod(d, 0o777)
+    os.chmod(tmp, 0o755)
+    return tool
 
 
 def _kill_leftover_agents(data: str) -> None:
@@ -69,9 +97,10 @@ def berthd() -> Iterator[Berthd]:
     tmp = tempfile.mkdtemp(prefix="berth-sdk-test-")
     data = os.path.join(tmp, "data")
     _stand_in_image(data)
+    tool = _clipboard_tool(tmp)
     config = os.path.join(data, "config.json")
     with open(config, "w") as f:
-        json.dump({}, f)
+        json.dump({"desktop": {"clipboard_tool": tool}}, f)
     logf = open(os.path.join(tmp, "berthd.log"), "w")
     proc = subprocess.Popen([BERTHD, "--config", config, "--listen", "127.0.0.1:0", "--data", data,
                              "--libvirt-uri", "test:///default", "--transport", "unix",
@@ -84,7 +113,8 @@ def berthd() -> Iterator[Berthd]:
         while time.monotonic() < deadline:
             assert proc.poll() is None, f"berthd exited with {proc.returncode}"
             if os.path.exists(addr) and os.path.exists(keyf) and open(addr).read().strip():
-                server = Berthd(open(addr).read().strip(), open(keyf).read().strip(), data, tmp)
+                server = Berthd(open(addr).read().strip(), open(keyf).read().strip(), data, tmp,
+                                os.path.dirname(tool))
                 break
             time.sleep(0.1)
         assert server, "berthd did not write listen.addr and admin.key within 60 s"

@@ -1,6 +1,6 @@
 // ws.desktop (docs/api.md, "Desktop"): the agent's eyes and hands on the workspace's screen
-// (screenshot, act and its shortcuts), who controls the desktop's input, viewer tickets, and the
-// DevTools endpoint of its Chrome. Actions are checked here as berthd's parser
+// (screenshot, act and its shortcuts), the guest's clipboard, who controls the desktop's input,
+// viewer tickets, and the DevTools endpoint of its Chrome. Actions are checked here as berthd's parser
 // (controller/desktop/rfb_input.cc) checks them, with its limits, so a batch berthd would refuse
 // is refused before anything is sent; only the screen's bounds are left to berthd (it alone
 // knows the screen's size).
@@ -17,6 +17,10 @@ const kMaxDragPoints = 100;
 const kMaxNotches = 50;
 const kMaxKeysLength = 64;
 const kMinScale = 0.05;
+/** The most text the guest's clipboard takes or gives, in bytes of UTF-8 (controller/desktop/clipboard.h). */
+export const kMaxClipboard = 1 << 20;
+// A UTF-16 surrogate without its pair: not Unicode, and not JSON berthd would take.
+const kLoneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export interface Size { width: number; height: number }
 
@@ -206,7 +210,8 @@ class Checker {
           const cp = c.codePointAt(0) ?? 0;
           if (c !== '\n' && c !== '\t' && (cp < 0x20 || cp > 0x7e)) {
             throw bad(`character U+${cp.toString(16).toUpperCase().padStart(4, '0')} (at ${i}) is not on the guest's ` +
-                      "keyboard map (en-us: printable ASCII, newline and tab); put it on the clipboard instead");
+                      "keyboard map (en-us: printable ASCII, newline and tab); put it on the clipboard with " +
+                      "setClipboard(text) and press key 'ctrl+v'");
           }
           i += c.length;
         }
@@ -240,6 +245,22 @@ export function checkActions(actions: DesktopAction | readonly DesktopAction[]):
   const checker = new Checker();
   list.forEach((a, i) => checker.add(i, a));
   return { actions: list };
+}
+
+/** Checks the clipboard's text as berthd would (a string of at most 1 MiB of UTF-8:
+ * InvalidArgumentError, nothing sent) and returns the request's body. */
+export function checkClipboardText(text: unknown): { text: string } {
+  if (typeof text !== 'string') {
+    throw invalid(`the clipboard's text is a string, not ${text === null ? 'null' : typeof text}`);
+  }
+  const lone = text.search(kLoneSurrogate);
+  if (lone >= 0) throw invalid(`the clipboard's text is not valid Unicode (a lone surrogate at ${lone})`);
+  const bytes = Buffer.byteLength(text);
+  if (bytes > kMaxClipboard) {
+    throw new InvalidArgumentError(`the clipboard takes at most ${kMaxClipboard} bytes of UTF-8, not ${bytes}`,
+                                   { code: 'too_large' });
+  }
+  return { text };
 }
 
 /** The control state; fields as on the wire. */
@@ -333,7 +354,8 @@ export class Desktop {
     return this.act({ type: 'click', x, y, button, count }, call);
   }
 
-  /** Types text: printable ASCII, newline and tab (at most 10 000 characters). */
+  /** Types text: printable ASCII, newline and tab (at most 10 000 characters); for any other
+   * text, `setClipboard(text)` and then `key('ctrl+v')`. */
   type(text: string, options: CallOptions = {}): Promise<ActionsResult> {
     return this.act({ type: 'type', text }, options);
   }
@@ -353,6 +375,28 @@ export class Desktop {
   drag(from: Point, to: Point, options: CallOptions & { button?: MouseButton } = {}): Promise<ActionsResult> {
     const { button = 'left', ...call } = options;
     return this.act({ type: 'drag', path: [from, to], button }, call);
+  }
+
+  /** The text on the guest's clipboard ('' when it holds none; at most 1 MiB). LockedError
+   * during a private takeover (the person may have copied a password), ConflictError when the
+   * image has no desktop clipboard, UnavailableError while its display is not up. */
+  async clipboard(options: CallOptions = {}): Promise<string> {
+    const path = wsPath(this.ws, '/desktop/clipboard');
+    const answer = await this.client.json<{ text?: unknown }>({ method: 'GET', path, ...options });
+    if (typeof answer.text !== 'string') throw new BerthError(`GET ${path}: the answer has no 'text'`, { code: 'internal' });
+    return answer.text;
+  }
+
+  /** Puts `text` (any Unicode, at most 1 MiB of UTF-8: InvalidArgumentError before anything is
+   * sent) on the guest's clipboard and resolves to its size in bytes; then `key('ctrl+v')`
+   * pastes it where typing reaches only ASCII. LockedError while a person holds control (but
+   * for their own key). */
+  async setClipboard(text: string, options: CallOptions = {}): Promise<number> {
+    const body = checkClipboardText(text);
+    const path = wsPath(this.ws, '/desktop/clipboard');
+    const answer = await this.client.json<{ bytes?: unknown }>({ method: 'PUT', path, json: body, ...options });
+    if (!Number.isSafeInteger(answer.bytes)) throw new BerthError(`PUT ${path}: the answer has no 'bytes'`, { code: 'internal' });
+    return answer.bytes as number;
   }
 
   /**

@@ -10,7 +10,7 @@ export { Pty, PtyHandle } from './pty.js';
 export type { PtyCreateOptions, PtyConnectOptions } from './pty.js';
 export { Network } from './network.js';
 export type { NetworkStatus, NetworkPolicy, Egress } from './network.js';
-export { Desktop, Screenshot, checkActions, checkKeys, kMaxActions, kMaxTypedText } from './desktop.js';
+export { Desktop, Screenshot, checkActions, checkClipboardText, checkKeys, kMaxActions, kMaxClipboard, kMaxTypedText } from './desktop.js';
 export type {
   DesktopControl, DesktopTicket, DesktopAction, ActionsResult, ScreenshotOptions, MouseButton, Point, Size,
 } from './desktop.js';

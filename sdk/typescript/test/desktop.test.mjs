@@ -3,7 +3,8 @@
 // socket: QEMU with a VGA screen and no guest (-S), as tests/integration/desktop_support.cc runs
 // it, listening where berthd looks (<data>/workspaces/<id>/run/vnc.sock,
 // controller/workspace/layout.h). Also the typed LockedError while a person holds the desktop,
-// and the SDK's own checks, which refuse what berthd would refuse without calling it.
+// the guest's clipboard (berthd's desktop.clipboard_tool the harness's fake: its text in a file
+// beside it), and the SDK's own checks, which refuse what berthd would refuse without calling it.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -11,7 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startBerthd, waitFor } from './harness.mjs';
-import { InvalidArgumentError, LockedError, Screenshot, UnavailableError, Workspace } from '../dist/index.js';
+import { ConflictError, InvalidArgumentError, LockedError, Screenshot, UnavailableError, Workspace, kMaxClipboard } from '../dist/index.js';
 
 let berthd;
 let conn;
@@ -20,7 +21,7 @@ let qemu;
 let qemuExited = null;
 
 before(async () => {
-  berthd = await startBerthd();
+  berthd = await startBerthd({ clipboard: true });
   conn = { apiUrl: berthd.url, apiKey: berthd.key };
   ws = await Workspace.create({ ...conn, name: 'sdk-desktop' });
   const run = path.join(berthd.tmp, 'data', 'workspaces', ws.id, 'run');
@@ -170,12 +171,117 @@ describe('desktop screen', () => {
       () => dead.click(-1, 5),
       () => dead.act({ type: 'drag', path: [[1, 1]] }),
       () => dead.screenshot({ scale: 0.01 }),
+      () => dead.setClipboard(5),
+      () => dead.setClipboard(null),
+      () => dead.setClipboard(Buffer.from('bytes')),
+      () => dead.setClipboard('lone \ud800 surrogate'),
+      () => dead.setClipboard('\udc00'),
     ];
     for (const call of refused) {
       await assert.rejects(call(), (e) => e instanceof InvalidArgumentError && e.status === 0 && e.code === 'invalid_argument');
     }
+    for (const huge of ['x'.repeat(kMaxClipboard + 1), '\u00e9'.repeat(kMaxClipboard / 2 + 1)]) {
+      await assert.rejects(dead.setClipboard(huge), (e) => e instanceof InvalidArgumentError && e.status === 0 && e.code === 'too_large');
+    }
+    await assert.rejects(dead.setClipboard('sent'), UnavailableError);  // the control: this one is sent
+    // Typing what the keyboard map lacks says how to send it instead.
+    await assert.rejects(dead.type('h\u00e9llo'), (e) => e instanceof InvalidArgumentError && /setClipboard/.test(e.message) && /ctrl\+v/.test(e.message));
     assert.equal(ws.desktop.cdpUrl(), `${berthd.url}/v1/workspaces/${ws.id}/desktop/cdp`);
     const other = new nowhere(new ApiClient({ apiUrl: 'http://h:8420/', apiKey: 'k' }), 'a b');
     assert.equal(other.cdpUrl(), 'http://h:8420/v1/workspaces/a%20b/desktop/cdp');
+  });
+});
+
+const kText = 'p\u00e4ssw\u00f6rd-free: \u4e16\u754c \u2713 \u{1F600}\n\ttabs and "quotes"';
+// The desktop_clipboard_set events, once there are `count` (berthd writes the timeline just
+// after it answers).
+async function clipboardEvents(count) {
+  let events = [];
+  await waitFor(`${count} desktop_clipboard_set events`, async () => {
+    ({ events } = (await berthd.api('GET', `/v1/workspaces/${ws.id}/events?type=desktop_clipboard_set&limit=1000`)).body);
+    return events.length >= count;
+  }, 10_000).catch(() => {});
+  return events;
+}
+const stored = () => fs.readFileSync(path.join(berthd.clipboard, 'text'), 'utf8');
+
+describe('desktop clipboard', () => {
+  test('any Unicode there and back; the timeline says who and how many bytes, never the text', async () => {
+    assert.equal(await ws.desktop.setClipboard(kText), Buffer.byteLength(kText));
+    assert.equal(stored(), kText);  // the tool got exactly these bytes on its stdin
+    assert.equal(await ws.desktop.clipboard(), kText);
+    assert.equal(await ws.desktop.setClipboard(''), 0);
+    assert.equal(await ws.desktop.clipboard(), '');
+    // Near the 1 MiB limit in characters of 2, 3 and 4 bytes. Not up to 1 MiB exactly: berthd
+    // hands the text to the agent inside a JSON request of its own, whose limit (1 MiB) counts
+    // the rest of that request too.
+    const big = '\u00e9\u4e16\u{1F600}'.repeat(Math.floor((kMaxClipboard - 1024) / 9));
+    assert.ok(Buffer.byteLength(big) > kMaxClipboard - 1024 - 9);
+    assert.equal(await ws.desktop.setClipboard(big), Buffer.byteLength(big));
+    assert.equal(await ws.desktop.clipboard(), big);
+    await ws.desktop.setClipboard(kText);
+    const events = await clipboardEvents(4);
+    assert.deepEqual(events.map((e) => e.data.bytes), [Buffer.byteLength(kText), 0, Buffer.byteLength(big), Buffer.byteLength(kText)]);
+    assert.ok(events.every((e) => e.data.holder === 'agent' && e.actor.startsWith('key_')));
+    const kept = JSON.stringify(events);
+    assert.ok(!kept.includes('rd-free') && !kept.includes('\u4e16'), 'the timeline keeps no text');
+  });
+
+  test('while a person holds control only they set it (LockedError for the agent); private hides it', async () => {
+    await ws.desktop.setClipboard('before');
+    const made = await berthd.api('POST', '/v1/keys', { scope: 'write', name: 'clipboard-person' });
+    assert.equal(made.status, 201);
+    const person = await Workspace.connect(ws.id, { ...conn, apiKey: made.body.key });
+    const taken = await person.desktop.takeOver({ reason: 'paste a password' });
+    try {
+      const e = await ws.desktop.setClipboard("the agent's").then(() => null, (err) => err);
+      assert.ok(e instanceof LockedError, `LockedError, not ${e}`);
+      assert.equal(e.status, 423);
+      assert.equal(e.retryable, false);
+      assert.equal(e.holder, 'human');
+      assert.equal(e.by, made.body.id);
+      assert.equal(e.by, taken.by);
+      assert.equal(e.reason, 'paste a password');
+      assert.equal(await ws.desktop.clipboard(), 'before');  // reading stays allowed
+      // The person holding control sets it with their own key.
+      const theirs = "the person's \u2713";
+      assert.equal(await person.desktop.setClipboard(theirs), Buffer.byteLength(theirs));
+      assert.equal(await ws.desktop.clipboard(), theirs);
+      const events = await clipboardEvents(6);
+      assert.equal(events.at(-1).data.holder, 'human');
+      assert.equal(events.at(-1).actor, made.body.id);
+      // A private takeover: the person may have copied a password; the agent cannot read it.
+      await person.desktop.release();
+      await person.desktop.takeOver({ private: true });
+      const hidden = await ws.desktop.clipboard().then(() => null, (err) => err);
+      assert.ok(hidden instanceof LockedError && hidden.private === true && hidden.holder === 'human', `${hidden}`);
+      // docs/api.md: 423 during a private takeover, for every reader (the person too).
+      await assert.rejects(person.desktop.clipboard(), LockedError);
+    } finally {
+      assert.equal((await person.desktop.release()).holder, 'agent');
+    }
+    assert.equal(await ws.desktop.setClipboard('after'), 5);
+  });
+
+  test('no display yet is UnavailableError; an image without the tool ConflictError', async () => {
+    const down = path.join(berthd.clipboard, 'down');
+    fs.writeFileSync(down, '');
+    try {
+      const e = await ws.desktop.clipboard().then(() => null, (err) => err);
+      assert.ok(e instanceof UnavailableError && e.status === 503 && /not up/.test(e.message), `${e}`);
+    } finally {
+      fs.rmSync(down);
+    }
+    const tool = path.join(berthd.clipboard, 'clipboard');
+    fs.renameSync(tool, `${tool}.away`);
+    try {
+      const e = await ws.desktop.setClipboard('x').then(() => null, (err) => err);
+      assert.ok(e instanceof ConflictError && !(e instanceof LockedError), `ConflictError, not ${e}`);
+      assert.equal(e.status, 409);
+      assert.equal(e.code, 'failed_precondition');
+    } finally {
+      fs.renameSync(`${tool}.away`, tool);
+    }
+    assert.equal(await ws.desktop.setClipboard('back'), 4);
   });
 });

@@ -27,7 +27,21 @@ function readTrimmed(file) {
   }
 }
 
-export async function startBerthd({ config } = {}) {
+// The desktop image's clipboard tool (images/recipes/desktop, /usr/local/lib/berth/clipboard) as
+// berthd's own tests fake it (tests/integration/berthd_desktop_test.cc): `get` prints the text,
+// `set` stores stdin, exit 3 while there is no display (a file `down` beside it plays that).
+const kClipboardTool = `#!/bin/sh
+d=$(dirname "$0")
+[ -e "$d/down" ] && { echo 'clipboard: the X display :0 is not up' >&2; exit 3; }
+case "$1" in get) cat "$d/text" 2>/dev/null ;; set) cat > "$d/text" ;; *) exit 2 ;; esac
+`;
+
+/**
+ * berthd with `config` (its config file's object). `clipboard`: berthd's desktop.clipboard_tool
+ * is the fake above, in <tmp>/clipboard (the answer's `clipboard`), which the host agent may
+ * enter and write in whatever user it runs as.
+ */
+export async function startBerthd({ config, clipboard = false } = {}) {
   const berthdBin = process.env.BERTHD_BIN;
   const agentBin = process.env.BERTH_AGENT_BIN;
   if (!berthdBin || !agentBin) throw new Error('set BERTHD_BIN and BERTH_AGENT_BIN');
@@ -41,6 +55,14 @@ export async function startBerthd({ config } = {}) {
   for (const f of ['vmlinuz', 'initrd.img']) fs.writeFileSync(path.join(image, f), '');
   fs.writeFileSync(path.join(image, 'image.json'), '{}');
   fs.symlinkSync('v1', path.join(data, 'images', 'base', 'current'));
+  const clipboardDir = path.join(tmp, 'clipboard');
+  if (clipboard) {
+    fs.mkdirSync(clipboardDir);
+    fs.writeFileSync(path.join(clipboardDir, 'clipboard'), kClipboardTool, { mode: 0o755 });
+    fs.chmodSync(clipboardDir, 0o777);
+    fs.chmodSync(tmp, 0o755);
+    config = { ...config, desktop: { ...config?.desktop, clipboard_tool: path.join(clipboardDir, 'clipboard') } };
+  }
   const args = ['--listen', '127.0.0.1:0', '--data', data, '--libvirt-uri', 'test:///default',
                 '--transport', 'unix', '--agent-bin', agentBin, '--agent-user', os.userInfo().username];
   if (config) {
@@ -116,5 +138,5 @@ export async function startBerthd({ config } = {}) {
     return exited;
   }
 
-  return { url, key, tmp, logFile, api, stop, exited: () => exited };
+  return { url, key, tmp, logFile, api, stop, exited: () => exited, clipboard: clipboard ? clipboardDir : null };
 }

@@ -1,11 +1,13 @@
-"""The desktop ops (docs/api.md, "Desktop"): screenshots, computer-use actions, who controls
-the desktop's input, and viewer tickets. Actions are checked here as berthd's parser
-(controller/desktop/rfb_input.cc) checks them, with its limits, so that a batch berthd would
-refuse is refused before anything is sent; only the screen's bounds are left to berthd (it
-alone knows the screen's size)."""
+"""The desktop ops (docs/api.md, "Desktop"): screenshots, computer-use actions, the guest's
+clipboard, who controls the desktop's input, and viewer tickets. Actions are checked here as
+berthd's parser (controller/desktop/rfb_input.cc) checks them, with its limits, so that a batch
+berthd would refuse is refused before anything is sent; only the screen's bounds are left to
+berthd (it alone knows the screen's size). So is the clipboard's text (a str of at most 1 MiB
+of UTF-8)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, List, Optional, Sequence, Union
 
 from ._core import CoreBase, Deadline, Op, Request
@@ -22,6 +24,7 @@ MAX_DRAG_POINTS = 100
 MAX_NOTCHES = 50
 MAX_KEYS_LENGTH = 64
 MIN_SCALE = 0.05
+MAX_CLIPBOARD = 1 << 20   # bytes of UTF-8 either way (controller/desktop/clipboard.h)
 
 _MODIFIERS = {"ctrl": "ctrl", "control": "ctrl", "shift": "shift", "alt": "alt", "option": "alt",
               "meta": "meta", "super": "meta", "win": "meta", "cmd": "meta", "command": "meta"}
@@ -155,7 +158,8 @@ class _Checker:
                 if c not in "\n\t" and not 0x20 <= ord(c) <= 0x7E:
                     raise _bad(index, f"character U+{ord(c):04X} (at {i}) is not on the guest's "
                                       "keyboard map (en-us: printable ASCII, newline and tab); "
-                                      "put it on the clipboard instead")
+                                      "put it on the clipboard with set_clipboard(text) and "
+                                      "press key 'ctrl+v'")
         elif kind in ("key", "hold_key"):
             keys = a.get("keys")
             if not isinstance(keys, str):
@@ -190,6 +194,23 @@ def actions_body(actions: Union[Action, Json, Sequence[Union[Action, Json]]]) ->
     for i, a in enumerate(wire):
         checker.add(i, a)
     return {"actions": wire}
+
+
+def clipboard_body(text: Any) -> Json:
+    """The body of PUT …/desktop/clipboard, checked as berthd checks it: a str of at most
+    MAX_CLIPBOARD bytes of UTF-8 (InvalidArgumentError, nothing sent)."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"the clipboard's text is a str, not {type(text).__name__}",
+                                   code="invalid_argument")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(f"the clipboard's text is not valid Unicode (a lone surrogate "
+                                   f"at {e.start})", code="invalid_argument") from None
+    if size > MAX_CLIPBOARD:
+        raise InvalidArgumentError(f"the clipboard takes at most {MAX_CLIPBOARD} bytes of UTF-8, "
+                                   f"not {size}", code="too_large")
+    return {"text": text}
 
 
 class DesktopOps(CoreBase):
@@ -304,6 +325,36 @@ class DesktopOps(CoreBase):
         j = yield from self.call(Request("POST", self.ws_path(ws, "/desktop/actions"),
                                          f"desktop actions on {ws}", json=body), deadline)
         return ActionsResult.from_json(j)
+
+    def desktop_clipboard(self, ws: str, deadline: Deadline) -> Op[str]:
+        """GET …/desktop/clipboard: the guest's clipboard as text ("" when it holds none).
+        LockedError during a private takeover; ConflictError for an image without the
+        desktop's clipboard tool; UnavailableError while its display is not up."""
+        what = f"clipboard of {ws}"
+        j = yield from self.call(Request("GET", self.ws_path(ws, "/desktop/clipboard"), what,
+                                         replayable=True), deadline)
+        text = j.get("text") if isinstance(j, dict) else None
+        if not isinstance(text, str):
+            raise InternalError(f"{what}: the answer has no 'text'")
+        return text
+
+    def desktop_set_clipboard(self, ws: str, text: str, deadline: Deadline) -> Op[int]:
+        """PUT …/desktop/clipboard, checked first (clipboard_body): the bytes put there.
+        Setting the same text twice leaves the same clipboard, so it may be sent again.
+        LockedError while a person holds control (unless this key is theirs)."""
+        body = clipboard_body(text)
+        what = f"set the clipboard of {ws}"
+        # As UTF-8, not \u escapes (httpx's json= escapes all but ASCII): a text of 1 MiB of
+        # UTF-8 must fit berthd's request body limit, which escapes would multiply by up to 3.
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        j = yield from self.call(Request("PUT", self.ws_path(ws, "/desktop/clipboard"), what,
+                                         content=content,
+                                         headers={"Content-Type": "application/json"},
+                                         replayable=True), deadline)
+        n = j.get("bytes") if isinstance(j, dict) else None
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise InternalError(f"{what}: the answer has no 'bytes'")
+        return n
 
     def desktop_cdp_url(self, ws: str) -> str:
         return self.config.url + self.ws_path(ws, "/desktop/cdp")

@@ -430,11 +430,11 @@ class Network:
 
 class Desktop:
     """`ws.desktop` (docs/api.md, "Desktop"): the agent's eyes and hands on the workspace's
-    screen (screenshot, act and its shortcuts), who controls the desktop's input (a person takes
-    over with take_over and hands back with release), viewer tickets, and the DevTools endpoint
-    of the workspace's Chrome (cdp_url). Actions are checked before they are sent, with
-    berthd's limits (InvalidArgumentError); while a person holds control they raise
-    LockedError (holder "human", by, since)."""
+    screen (screenshot, act and its shortcuts), its clipboard (clipboard, set_clipboard), who
+    controls the desktop's input (a person takes over with take_over and hands back with
+    release), viewer tickets, and the DevTools endpoint of the workspace's Chrome (cdp_url).
+    Actions are checked before they are sent, with berthd's limits (InvalidArgumentError);
+    while a person holds control they raise LockedError (holder "human", by, since)."""
 
     def __init__(self, ws: "Workspace") -> None:
         self._ws = ws
@@ -468,7 +468,8 @@ class Desktop:
         return self.act(Click(x, y, button, count), request_timeout=request_timeout)
 
     def type(self, text: str, request_timeout: Optional[float] = None) -> ActionsResult:
-        """Types text: printable ASCII, newline and tab (at most 10 000 characters)."""
+        """Types text: printable ASCII, newline and tab (at most 10 000 characters); for any
+        other text, set_clipboard(text) and then key("ctrl+v")."""
         return self.act(TypeText(text), request_timeout=request_timeout)
 
     def key(self, keys: str, request_timeout: Optional[float] = None) -> ActionsResult:
@@ -484,6 +485,24 @@ class Desktop:
              request_timeout: Optional[float] = None) -> ActionsResult:
         """Presses at start, moves to end, releases (Drag takes a path of up to 100 points)."""
         return self.act(Drag([start, end], button), request_timeout=request_timeout)
+
+    def clipboard(self, request_timeout: Optional[float] = None) -> str:
+        """The text on the guest's clipboard ("" when it holds none; at most 1 MiB).
+        LockedError during a private takeover (the person may have copied a password),
+        ConflictError when the image has no desktop clipboard, UnavailableError while the
+        display is not up."""
+        conn = self._ws._conn
+        return conn.run(conn.core.desktop_clipboard(self._ws.id,
+                                                conn.core.deadline(request_timeout)))
+
+    def set_clipboard(self, text: str, request_timeout: Optional[float] = None) -> int:
+        """Puts text (any Unicode, at most 1 MiB of UTF-8: InvalidArgumentError before
+        anything is sent) on the guest's clipboard and returns its size in bytes; then
+        `key("ctrl+v")` pastes it where typing reaches only ASCII. LockedError while a person
+        holds control (but for their own key)."""
+        conn = self._ws._conn
+        return conn.run(conn.core.desktop_set_clipboard(self._ws.id, text,
+                                                        conn.core.deadline(request_timeout)))
 
     def cdp_url(self) -> str:
         """The DevTools endpoint of the workspace's Chrome through berthd,
