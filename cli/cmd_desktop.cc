@@ -1,6 +1,7 @@
-// `berth desktop screenshot|act|control WS`: the agent's eyes and hands on a desktop
+// `berth desktop screenshot|act|control|clipboard WS`: the agent's eyes and hands on a desktop
 // workspace's screen from a shell (docs/api.md, "Desktop"): the screen to a file, computer-use
-// actions as JSON, and who holds the desktop (waiting for a person to hand back).
+// actions as JSON, who holds the desktop (waiting for a person to hand back), and the guest's
+// clipboard.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -25,6 +26,7 @@ struct DesktopOptions {
   double scale = 1.0;
   std::string actions;
   int wait = -1;  // seconds; -1: do not wait
+  std::optional<std::string> set;  // clipboard: the text to put there ("-": stdin)
 };
 
 Result<int> Screenshot(Context& ctx, const DesktopOptions& o) {
@@ -94,11 +96,29 @@ Result<int> Control(Context& ctx, const DesktopOptions& o) {
   return kExitOk;
 }
 
+Result<int> Clipboard(Context& ctx, const DesktopOptions& o) {
+  std::optional<std::string> text = o.set;
+  if (text && *text == "-") text = std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto out = berth->DesktopClipboard(o.workspace, text, DeadlineIn(std::chrono::seconds(60)));
+  if (!out) return Fail(out.error());
+  if (ctx.json()) {
+    ctx.PrintJson(*out);
+  } else if (text) {
+    ctx.out() << fmt::format("put {} byte(s) on the clipboard\n", out->value("bytes", 0));
+  } else {
+    // The text as it is, for pipes: nothing added.
+    ctx.out() << out->value("text", std::string());
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void AddDesktopCommands(Builder& b) {
   auto o = std::make_shared<DesktopOptions>();
-  auto* group = b.Group("desktop", "a desktop workspace's screen: screenshot, actions, who holds it");
+  auto* group = b.Group("desktop", "a desktop workspace's screen: screenshot, actions, who holds it, clipboard");
   auto* shot = b.Add("screenshot", "save the screen as PNG or JPEG",
                      [o](Context& ctx) { return Screenshot(ctx, *o); }, group);
   shot->add_option("workspace", o->workspace, "workspace id or name")->required();
@@ -119,6 +139,12 @@ void AddDesktopCommands(Builder& b) {
   control->add_option("--wait", o->wait, "wait up to this many seconds for a person to hand back")
       ->check(CLI::Range(0, 3600));
   b.AddJsonFlag(control);
+  auto* clip = b.Add("clipboard", "print the guest's clipboard, or put text on it (--set)",
+                     [o](Context& ctx) { return Clipboard(ctx, *o); }, group);
+  clip->add_option("workspace", o->workspace, "workspace id or name")->required();
+  clip->add_option("--set", o->set, "put this text on the clipboard (- reads stdin); then paste with "
+                                    "`berth desktop act WS '{\"type\":\"key\",\"keys\":\"ctrl+v\"}'`");
+  b.AddJsonFlag(clip);
 }
 
 }  // namespace berth::cli

@@ -7,6 +7,7 @@
 // WebSocket with ?attach=) picks it up.
 #include <boost/beast/core/string.hpp>
 
+#include "common/json.h"
 #include "guest-agent/process_session.h"
 #include "guest-agent/process_stream.h"
 #include "guest-agent/process_table.h"
@@ -65,8 +66,14 @@ http::Task<void> StreamEvents(http::Exchange& ex, Process& process) {
   co_await ex.EndChunked();
 }
 
+// An exec request, read whole: larger than other requests for its stdin (berthd's clipboard
+// puts up to 1 MiB of text there, which JSON may escape to 6 bytes a byte).
+constexpr size_t kMaxExecRequest = 8u << 20;
+
 http::Task<void> HandleExec(http::Exchange& ex, const ApiContext& ctx) {
-  auto body = co_await ex.ReadJson();
+  auto raw = co_await ex.ReadBody(kMaxExecRequest);
+  auto body = raw ? ParseJson(raw->empty() ? std::string_view("{}") : std::string_view(*raw))
+                  : Result<nlohmann::json>(Fail(raw.error()));
   if (!body) {
     co_await ex.SendError(body.error());
     co_return;

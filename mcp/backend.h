@@ -184,6 +184,10 @@ class Backend {
   virtual Result<nlohmann::json> DesktopControl(std::string_view ws,
                                                 std::optional<std::chrono::seconds> wait_release,
                                                 Deadline deadline) = 0;
+  // The guest's clipboard: {text} without `text`; with it, puts it there: {bytes}. Reading is
+  // locked during a private takeover, writing while a person holds control.
+  virtual Result<nlohmann::json> DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                                  Deadline deadline) = 0;
   // Asks a person to take over (the reason shows on the desktop page) and waits up to
   // `timeout` for them to take over and hand back: the control state then, with `answered`
   // (they did) and `url` (the desktop page).

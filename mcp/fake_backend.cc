@@ -663,6 +663,17 @@ Result<nlohmann::json> FakeBackend::DesktopControl(std::string_view ws, std::opt
                         {"reason", ""}, {"private", false}};
 }
 
+Result<nlohmann::json> FakeBackend::DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                                     Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DesktopClipboard", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  if (!text) return nlohmann::json{{"text", clipboard_}};
+  clipboard_ = *text;
+  return nlohmann::json{{"bytes", text->size()}};
+}
+
 Result<nlohmann::json> FakeBackend::DesktopRequestHuman(std::string_view ws, std::string_view reason,
                                                         std::chrono::seconds, Deadline deadline) {
   std::lock_guard lock(mutex_);

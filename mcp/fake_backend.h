@@ -91,6 +91,8 @@ class FakeBackend : public Backend {
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) override;
   // A person answers at once with the note "done: <reason>" (reason "nobody": nobody comes).
+  Result<nlohmann::json> DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                          Deadline deadline) override;
   Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason, std::chrono::seconds timeout,
                                              Deadline deadline) override;
 
@@ -152,6 +154,7 @@ class FakeBackend : public Backend {
 
   mutable std::mutex mutex_;
   std::map<std::string, Space> spaces_;  // by id
+  std::string clipboard_;                 // the desktop's, one for every workspace
   std::optional<nlohmann::json> last_actions_;
   int next_id_ = 1;
   int next_pid_ = 1000;

@@ -102,6 +102,11 @@ Result<nlohmann::json> HttpBackend::DesktopControl(std::string_view ws,
   return berth_.DesktopControl(ws, wait_release, deadline);
 }
 
+Result<nlohmann::json> HttpBackend::DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                                     Deadline deadline) {
+  return berth_.DesktopClipboard(ws, text, deadline);
+}
+
 Result<nlohmann::json> HttpBackend::DesktopRequestHuman(std::string_view ws, std::string_view reason,
                                                         std::chrono::seconds timeout, Deadline deadline) {
   return berth_.DesktopRequestHuman(ws, reason, timeout, deadline);

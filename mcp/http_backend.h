@@ -38,6 +38,8 @@ class HttpBackend : public AgentBackend {
                                                 Deadline deadline) override;
   Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
                                         Deadline deadline) override;
+  Result<nlohmann::json> DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                          Deadline deadline) override;
   Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason, std::chrono::seconds timeout,
                                              Deadline deadline) override;
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/protocol/exec.h"
 #include "mcp/tool.h"
 
 namespace berth::mcp {
@@ -15,6 +16,8 @@ using nlohmann::json;
 
 // How long desktop_control may wait for a hand-back (berthd's cap is an hour).
 constexpr long long kMaxWaitSeconds = 3600;
+// The most of the clipboard's text a tool answer shows (berthd's cap is 1 MiB).
+constexpr size_t kMaxClipboardShown = 64 * 1024;
 
 Result<ToolResult> Screenshot(ToolContext& ctx, const json& args) {
   auto ws = ctx.Workspace(args);
@@ -75,6 +78,30 @@ Result<ToolResult> Control(ToolContext& ctx, const json& args) {
   auto state = ctx.backend().DesktopControl(*ws, wait, deadline);
   if (!state) return Fail(state.error());
   return ToolResult::Text(DescribeControl(*ws, *state), *state);
+}
+
+Result<ToolResult> Clipboard(ToolContext& ctx, const json& args) {
+  auto ws = ctx.Workspace(args);
+  if (!ws) return Fail(ws.error());
+  std::optional<std::string> text;
+  if (args.contains("text")) text = args["text"].get<std::string>();
+  auto out = ctx.backend().DesktopClipboard(*ws, text, ToolContext::CallDeadline());
+  if (!out) return Fail(out.error());
+  if (text) {
+    return ToolResult::Text(fmt::format("Put {} byte(s) on the clipboard of {}: press ctrl+v with desktop_act to "
+                                        "paste it where the focus is.",
+                                        out->value("bytes", 0), *ws),
+                            *out);
+  }
+  std::string got = out->value("text", "");
+  if (got.empty()) return ToolResult::Text(fmt::format("The clipboard of {} holds no text.", *ws), *out);
+  size_t all = got.size();
+  json structured = {{"bytes", all}, {"truncated", all > kMaxClipboardShown}};
+  if (all > kMaxClipboardShown) got.resize(protocol::CompleteUtf8Prefix(std::string_view(got).substr(0, kMaxClipboardShown)));
+  std::string shown = fmt::format("The clipboard of {} holds {} byte(s){}:\n{}", *ws, all,
+                                  all > got.size() ? fmt::format(" (the first {} shown)", got.size()) : "", got);
+  structured["text"] = std::move(got);
+  return ToolResult::Text(std::move(shown), std::move(structured));
 }
 
 // request_human: the person's link first in the text (the agent passes it on), then what
@@ -152,6 +179,17 @@ std::vector<Tool> DesktopTools() {
                        "Whether you (the agent) or a person holds a desktop workspace's mouse and "
                        "keyboard, and why; optionally wait for the person to hand back.",
                        schema::Object(control), ReadOnly(), Control});
+
+  json clip = json::object();
+  clip["workspace"] = schema::WorkspaceArg();
+  clip["text"] = schema::String("Text to put on the clipboard (any Unicode, at most 1 MiB); leave it out to read the "
+                                "clipboard instead.");
+  tools.push_back(Tool{"desktop_clipboard", "Read or set the desktop's clipboard",
+                       "Read the clipboard of a desktop workspace (what was copied in its Chrome), or put text on it "
+                       "and then paste it with desktop_act's ctrl+v: the way to enter text that typing cannot "
+                       "(non-ASCII, long text). Setting it is refused while a person holds the desktop; reading, "
+                       "during a private takeover.",
+                       schema::Object(clip), Mutating(false, true), Clipboard});
 
   json human = json::object();
   human["workspace"] = schema::WorkspaceArg();

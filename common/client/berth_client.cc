@@ -183,6 +183,14 @@ Result<nlohmann::json> BerthClient::DesktopControl(std::string_view ws,
   return AnObject(Call(verb::get, target, std::nullopt, deadline), target);
 }
 
+Result<nlohmann::json> BerthClient::DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                                     Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/desktop/clipboard");
+  if (!text) return AnObject(Call(verb::get, target, std::nullopt, deadline), target);
+  nlohmann::json body = {{"text", *text}};
+  return AnObject(Call(verb::put, target, body, deadline), target);
+}
+
 Result<nlohmann::json> BerthClient::DesktopRequestHuman(std::string_view ws, std::string_view reason,
                                                         std::chrono::seconds timeout, Deadline deadline) const {
   std::string target = WorkspaceRoute(ws, "/desktop/control/request");

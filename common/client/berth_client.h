@@ -163,6 +163,10 @@ class BerthClient {
   // GET …/desktop/control, waiting up to `wait_release` for a person to hand back when set.
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,
                                         Deadline deadline) const;
+  // GET …/desktop/clipboard ({text}) without `text`; PUT …/desktop/clipboard {text} ({bytes})
+  // with it.
+  Result<nlohmann::json> DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                          Deadline deadline) const;
   // POST …/desktop/control/request {reason, timeout_s}: asks a person to take over and waits
   // up to `timeout` for their hand-back; the state then, with `answered` and `url`.
   Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason,

@@ -13,9 +13,11 @@
 #include <spdlog/spdlog.h>
 
 #include "common/duration.h"
+#include "common/json.h"
 #include "common/v1/time.h"
 #include "controller/api/api_server.h"
 #include "controller/desktop/agent_hands.h"
+#include "controller/desktop/clipboard.h"
 #include "controller/desktop/vnc_bridge.h"
 
 namespace berth::api {
@@ -462,6 +464,72 @@ http::Task<void> Actions(ApiContext& ctx, http::Exchange& ex) {
   co_await ex.SendJson(status::ok, out);
 }
 
+// GET …/desktop/clipboard: the text on the guest's clipboard (desktop/clipboard.h); refused,
+// like screenshots, only during a private takeover, before anything wakes.
+http::Task<void> GetClipboard(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kRead)) co_return;
+  auto ws = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  if (!link) {
+    co_await ex.SendError(link.error());
+    co_return;
+  }
+  auto& desk = *ctx.desktop;
+  std::string id = ws->id;
+  auto text = co_await ctx.Blocking([&] { return desktop::GetGuestClipboard(desk, *link, id, kNoDeadline); });
+  if (!text) {
+    co_await ex.SendError(text.error());
+    co_return;
+  }
+  nlohmann::json out = {{"text", std::move(*text)}};
+  co_await ex.SendJson(status::ok, out);
+}
+
+// PUT …/desktop/clipboard {text}: for the agent (then ctrl+v types any Unicode) or the person
+// holding control (the desktop page's paste: their key, or their control link's ticket).
+http::Task<void> PutClipboard(ApiContext& ctx, http::Exchange& ex) {
+  auto caller = ControlCaller(ex, *ctx.desktop, Scope::kWrite);
+  auto ws = caller ? ControlWorkspace(ctx, ex, *caller) : Result<workspace::Workspace>(Fail(caller.error()));
+  if (!ws) {
+    co_await ex.SendError(ws.error());
+    co_return;
+  }
+  // Room for the text escaped (\u00e9 for two bytes of UTF-8: at most 6 for every byte).
+  auto raw = co_await ex.ReadBody(desktop::kMaxClipboard * 6 + 4096);
+  auto body = raw ? ParseJson(*raw) : Result<nlohmann::json>(Fail(raw.error()));
+  Result<std::string> text = Fail(ErrorCode::kInvalidArgument, "the body needs {\"text\": \"…\"}");
+  if (!body) text = Fail(body.error());
+  if (body && body->is_object() && body->contains("text") && (*body)["text"].is_string()) {
+    text = (*body)["text"].get<std::string>();
+  }
+  auto& desk = *ctx.desktop;
+  // Refused before anything wakes.
+  if (auto ok = text ? desktop::MayWriteClipboard(desk.control(), ws->id, caller->by) : Status(Fail(text.error())); !ok) {
+    co_await ex.SendError(ok.error());
+    co_return;
+  }
+  ctx.service.NoteActivity(ws->id);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  if (!link) {
+    co_await ex.SendError(link.error());
+    co_return;
+  }
+  std::string id = ws->id;
+  std::string by = caller->by;
+  auto bytes = co_await ctx.Blocking(
+      [&] { return desktop::SetGuestClipboard(desk, *link, id, by, std::move(*text), kNoDeadline); });
+  if (!bytes) {
+    co_await ex.SendError(bytes.error());
+    co_return;
+  }
+  nlohmann::json out = {{"bytes", *bytes}};
+  co_await ex.SendJson(status::ok, out);
+}
+
 }  // namespace
 
 // A browser's page may only come from berthd itself (the request's own Host) or an origin the
@@ -555,6 +623,7 @@ bool IsDesktopTicketRequest(http::Exchange& ex) {
   if (tail == "/desktop/vnc") return ex.method() == verb::get && ex.query().Has("ticket");
   if (ex.header(kTicketHeader).empty()) return false;
   if (tail == "/desktop/control") return ex.method() == verb::get;
+  if (tail == "/desktop/clipboard") return ex.method() == verb::put;
   return ex.method() == verb::post && (tail == "/desktop/control/takeover" || tail == "/desktop/control/release");
 }
 
@@ -568,6 +637,8 @@ void AddDesktopRoutes(http::Router& router, ApiContext& ctx) {
              [&ctx](http::Exchange& ex) { return ChangeControl(ctx, ex, false); });
   router.Add(verb::get, "/v1/workspaces/{ws}/desktop/screenshot", [&ctx](http::Exchange& ex) { return Screenshot(ctx, ex); });
   router.Add(verb::post, "/v1/workspaces/{ws}/desktop/actions", [&ctx](http::Exchange& ex) { return Actions(ctx, ex); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/desktop/clipboard", [&ctx](http::Exchange& ex) { return GetClipboard(ctx, ex); });
+  router.Add(verb::put, "/v1/workspaces/{ws}/desktop/clipboard", [&ctx](http::Exchange& ex) { return PutClipboard(ctx, ex); });
   router.Add(verb::post, "/v1/workspaces/{ws}/desktop/control/request",
              [&ctx](http::Exchange& ex) { return HelpRequest(ctx, ex, true); });
   router.Add(verb::delete_, "/v1/workspaces/{ws}/desktop/control/request",

@@ -11,6 +11,7 @@
 #include "controller/api/api_server.h"
 #include "controller/api/json.h"
 #include "controller/desktop/agent_hands.h"
+#include "controller/desktop/clipboard.h"
 #include "controller/network/network_api.h"
 #include "controller/network/policy.h"
 #include "controller/workspace/request.h"
@@ -273,6 +274,29 @@ Result<nlohmann::json> LocalBackend::DesktopControl(std::string_view ws,
     return state->ToJson();
   }
   return control.Get(found->id).ToJson();
+}
+
+Result<nlohmann::json> LocalBackend::DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                                      Deadline deadline) {
+  if (desktop_ == nullptr) return Fail(ErrorCode::kFailedPrecondition, "this berthd serves no desktop");
+  if (auto s = Require(text ? Scope::kWrite : Scope::kRead); !s) return Fail(s.error());
+  auto found = service_.Get(principal_.tenant_id, std::string(ws));
+  if (!found) return Fail(found.error());
+  // Refused before anything wakes.
+  auto allowed = text ? desktop::MayWriteClipboard(desktop_->control(), found->id, principal_.key_id)
+                      : desktop_->control().CheckAgentScreen(found->id);
+  if (!allowed) return Fail(allowed.error());
+  service_.NoteActivity(found->id);
+  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline)));
+  if (!link) return Fail(link.error());
+  if (!text) {
+    auto got = desktop::GetGuestClipboard(*desktop_, *link, found->id, deadline);
+    if (!got) return Fail(got.error());
+    return nlohmann::json{{"text", std::move(*got)}};
+  }
+  auto bytes = desktop::SetGuestClipboard(*desktop_, *link, found->id, principal_.key_id, *text, deadline);
+  if (!bytes) return Fail(bytes.error());
+  return nlohmann::json{{"bytes", *bytes}};
 }
 
 Result<nlohmann::json> LocalBackend::DesktopRequestHuman(std::string_view ws, std::string_view reason,

@@ -87,6 +87,8 @@ class LocalBackend : public mcp::AgentBackend {
                                                 Deadline deadline) override;
   Result<nlohmann::json> DesktopActions(std::string_view ws, const nlohmann::json& request,
                                         Deadline deadline) override;
+  Result<nlohmann::json> DesktopClipboard(std::string_view ws, const std::optional<std::string>& text,
+                                          Deadline deadline) override;
   Result<nlohmann::json> DesktopRequestHuman(std::string_view ws, std::string_view reason, std::chrono::seconds timeout,
                                              Deadline deadline) override;
   Result<nlohmann::json> DesktopControl(std::string_view ws, std::optional<std::chrono::seconds> wait_release,

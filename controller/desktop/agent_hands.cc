@@ -81,6 +81,12 @@ boost::asio::awaitable<Result<ActionsDone>> RunActions(DesktopService& desk, boo
       co_await timer.async_wait(boost::asio::use_awaitable);
     }
   }
+  // Before hanging up: the server must have read it all (RfbClient::Sync), or QEMU may drop
+  // the last of it, a click or a key combination, when it sees the hang-up first.
+  if (sent > 0 && !stopped) {
+    auto synced = co_await RunBlocking(pool, [&] { return opened->client.Sync(deadline); });
+    if (!synced) stopped = synced.error();
+  }
   // The agent's input on the timeline, per burst like a person's.
   if (sent > 0) desk.Record(desk.control().NoteInput(workspace_id, false, by, opened->input.clicks, opened->input.keys));
   if (stopped) {

@@ -38,6 +38,11 @@ Result<DesktopConfig> ParseDesktopConfig(const nlohmann::json& j) {
         return Fail(ErrorCode::kInvalidArgument, "'cdp_port' must be a port number (1-65535)");
       }
       out.cdp_port = static_cast<uint16_t>(v.get<uint64_t>());
+    } else if (k == "clipboard_tool") {
+      if (!v.is_string() || !v.get<std::string>().starts_with('/') || v.get<std::string>().size() > 1024) {
+        return Fail(ErrorCode::kInvalidArgument, "'clipboard_tool' must be an absolute path in the guest");
+      }
+      out.clipboard_tool = v.get<std::string>();
     } else if (k == "origins") {
       if (!v.is_array()) return Fail(ErrorCode::kInvalidArgument, "'origins' must be a list of strings");
       for (const auto& o : v) {

@@ -47,6 +47,10 @@ struct DesktopConfig {
   // --remote-debugging-port=9222 on the guest's loopback), which `…/desktop/cdp` tunnels to
   // ("cdp_port").
   uint16_t cdp_port = 9222;
+  // The guest's clipboard tool (`get` prints it, `set` takes stdin), run by the agent for
+  // …/desktop/clipboard: the desktop image's (desktop/clipboard.h), or an image of the
+  // operator's own with the same contract ("clipboard_tool", an absolute path).
+  std::string clipboard_tool = "/usr/local/lib/berth/clipboard";
   // Tests: where every workspace's VNC socket is (a QEMU or a fake RFB server the test runs);
   // unset: the workspace layout's run/vnc.sock.
   std::function<std::filesystem::path(const std::string& workspace_id)> vnc_socket_for_test;

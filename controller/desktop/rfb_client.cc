@@ -75,7 +75,10 @@ Result<RfbClient> RfbClient::Connect(const std::filesystem::path& socket, Deadli
 }
 
 RfbClient::RfbClient(RfbClient&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), screen_(other.screen_), formatted_(other.formatted_) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      screen_(other.screen_),
+      formatted_(other.formatted_),
+      encoded_(other.encoded_) {}
 
 RfbClient& RfbClient::operator=(RfbClient&& other) noexcept {
   if (this != &other) {
@@ -83,6 +86,7 @@ RfbClient& RfbClient::operator=(RfbClient&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     screen_ = other.screen_;
     formatted_ = other.formatted_;
+    encoded_ = other.encoded_;
   }
   return *this;
 }
@@ -179,7 +183,7 @@ Status RfbClient::PrepareInput(Deadline deadline) {
   return Send(SetEncodings(), deadline);
 }
 
-Result<Frame> RfbClient::Capture(Deadline deadline) {
+std::string RfbClient::Formats() {
   std::string out;
   if (!formatted_) {
     // SetPixelFormat: 32 bits a pixel, depth 24, little-endian true colour, red at bit 16.
@@ -195,13 +199,44 @@ Result<Frame> RfbClient::Capture(Deadline deadline) {
     out += SetEncodings();
     encoded_ = true;
   }
-  // FramebufferUpdateRequest, not incremental: the whole screen.
-  out += std::string("\x03\x00\x00\x00\x00\x00", 6);
-  Put16(out, static_cast<uint16_t>(screen_.width));
-  Put16(out, static_cast<uint16_t>(screen_.height));
-  if (auto s = Send(out, deadline); !s) return Fail(s.error());
+  return out;
+}
 
+namespace {
+
+// FramebufferUpdateRequest, not incremental: the server answers at once.
+std::string UpdateRequest(int x, int y, int w, int h) {
+  std::string out("\x03\x00", 2);
+  Put16(out, static_cast<uint16_t>(x));
+  Put16(out, static_cast<uint16_t>(y));
+  Put16(out, static_cast<uint16_t>(w));
+  Put16(out, static_cast<uint16_t>(h));
+  return out;
+}
+
+}  // namespace
+
+Result<Frame> RfbClient::Capture(Deadline deadline) {
+  std::string out = Formats() + UpdateRequest(0, 0, screen_.width, screen_.height);
+  if (auto s = Send(out, deadline); !s) return Fail(s.error());
   Frame frame;
+  for (;;) {
+    auto painted = ReadUpdate(&frame, deadline);
+    if (!painted) return Fail(painted.error());
+    if (*painted) return frame;
+    // Only a resize (or nothing): ask for the screen at its size now.
+    if (auto s = Send(UpdateRequest(0, 0, screen_.width, screen_.height), deadline); !s) return Fail(s.error());
+  }
+}
+
+Status RfbClient::Sync(Deadline deadline) {
+  if (auto s = Send(Formats() + UpdateRequest(0, 0, 1, 1), deadline); !s) return s;
+  auto painted = ReadUpdate(nullptr, deadline);
+  if (!painted) return Fail(painted.error());
+  return {};
+}
+
+Result<bool> RfbClient::ReadUpdate(Frame* frame, Deadline deadline) {
   for (;;) {
     char type = 0;
     if (auto s = ReadExactly(&type, 1, deadline); !s) return Fail(s.error());
@@ -220,9 +255,9 @@ Result<Frame> RfbClient::Capture(Deadline deadline) {
             if (w < 1 || h < 1 || w > kMaxScreenSide || h > kMaxScreenSide) {
               return Fail(Protocol(fmt::format("a screen of {}x{} is out of bounds", w, h)));
             }
-            // The screen changed size: what was drawn is void; ask again at the new size.
+            // The screen changed size: what was drawn is void.
             screen_ = {w, h};
-            frame = Frame{};
+            if (frame != nullptr) *frame = Frame{};
             painted = false;
             continue;
           }
@@ -230,14 +265,19 @@ Result<Frame> RfbClient::Capture(Deadline deadline) {
           if (x + w > screen_.width || y + h > screen_.height) {
             return Fail(Protocol("a rectangle outside the screen"));
           }
-          if (frame.rgb.empty()) {
-            frame.size = screen_;
-            frame.rgb.assign(static_cast<size_t>(screen_.width) * screen_.height * 3, '\0');
+          if (frame == nullptr) {
+            if (auto s = Skip(static_cast<size_t>(w) * h * 4, deadline); !s) return Fail(s.error());
+            painted = true;
+            continue;
+          }
+          if (frame->rgb.empty()) {
+            frame->size = screen_;
+            frame->rgb.assign(static_cast<size_t>(screen_.width) * screen_.height * 3, '\0');
           }
           std::vector<char> row(static_cast<size_t>(w) * 4);
           for (int line = 0; line < h; ++line) {
             if (auto s = ReadExactly(row.data(), row.size(), deadline); !s) return Fail(s.error());
-            char* dst = frame.rgb.data() + (static_cast<size_t>(y + line) * screen_.width + x) * 3;
+            char* dst = frame->rgb.data() + (static_cast<size_t>(y + line) * screen_.width + x) * 3;
             for (int px = 0; px < w; ++px) {
               // Little-endian 0x00RRGGBB: B, G, R, unused.
               dst[px * 3] = row[px * 4 + 2];
@@ -247,13 +287,7 @@ Result<Frame> RfbClient::Capture(Deadline deadline) {
           }
           painted = true;
         }
-        if (painted) return frame;
-        // Only a resize (or nothing): ask for the screen at its size now.
-        std::string again("\x03\x00\x00\x00\x00\x00", 6);
-        Put16(again, static_cast<uint16_t>(screen_.width));
-        Put16(again, static_cast<uint16_t>(screen_.height));
-        if (auto s = Send(again, deadline); !s) return Fail(s.error());
-        break;
+        return painted;
       }
       case 1: {  // SetColourMapEntries: not for a true-colour format, skipped all the same
         char head[5];

@@ -58,12 +58,23 @@ class RfbClient {
   Status PrepareInput(Deadline deadline);
   // Writes client messages (KeyEvent, PointerEvent: rfb_input.h makes them) by `deadline`.
   Status Send(std::string_view messages, Deadline deadline);
+  // Returns once the server has read and acted on everything sent before: a non-incremental
+  // update of one pixel, which the server answers after the messages before it. Call it
+  // before hanging up after input: QEMU drops what it has not yet read from a client that
+  // hung up (it checks for the hang-up before reading), so input sent just before a close is
+  // lost at random.
+  Status Sync(Deadline deadline);
 
  private:
   explicit RfbClient(int fd) : fd_(fd) {}
   Status ReadExactly(char* out, size_t n, Deadline deadline);
   Status Skip(size_t n, Deadline deadline);
   Status Handshake(Deadline deadline);
+  // SetPixelFormat (32 bits a pixel) and SetEncodings, each the first time only.
+  std::string Formats();
+  // Server messages up to the end of the next FramebufferUpdate: whether it painted anything
+  // (false: only a resize). Its pixels into `frame`, or skipped when null.
+  Result<bool> ReadUpdate(Frame* frame, Deadline deadline);
 
   int fd_ = -1;
   ScreenSize screen_;

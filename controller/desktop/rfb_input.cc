@@ -211,7 +211,8 @@ class Compiler {
         std::optional<Key> key = c == '\n' ? Key{kReturn, false} : c == '\t' ? Key{kTab, false} : CharKey(c);
         if (!key) {
           return Fail(Bad(index, fmt::format("character {} (byte {}) is not on the guest's keyboard map (en-us: "
-                                             "printable ASCII, newline and tab); put it on the clipboard instead",
+                                             "printable ASCII, newline and tab); put it on the clipboard (PUT …/desktop/clipboard) "
+                                             "and press ctrl+v instead",
                                              CodePointAt(text, i), i)));
         }
         std::vector<uint32_t> combo;

@@ -5,8 +5,11 @@
 // forged viewer would speak it.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <future>
 #include <map>
 #include <mutex>
@@ -34,6 +37,26 @@ std::mutex sockets_mutex;
 std::map<std::string, std::filesystem::path> sockets;  // workspace id -> VNC socket
 std::atomic<int64_t> clock_offset{0};                 // added to the desktop's clock
 
+// The guest's clipboard tool, for host agents: the desktop image's contract (`get` prints the
+// text, `set` takes stdin; exit 3 while there is no display) on a file beside it. A file named
+// `down` beside it plays the display not being up.
+std::filesystem::path ClipboardDir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / fmt::format("berth-clipboard-{}", getpid());
+    std::filesystem::create_directories(d);
+    std::ofstream(d / "clipboard") << "#!/bin/sh\n"
+                                      "d=$(dirname \"$0\")\n"
+                                      "[ -e \"$d/down\" ] && { echo 'clipboard: the X display :0 is not up' >&2; exit 3; }\n"
+                                      "case \"$1\" in get) cat \"$d/text\" 2>/dev/null ;; set) cat > \"$d/text\" ;; *) exit 2 ;; esac\n";
+    std::filesystem::permissions(d, std::filesystem::perms::all);
+    std::filesystem::permissions(d / "clipboard", std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                                      std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                                      std::filesystem::perms::others_exec);
+    return d;
+  }();
+  return dir;
+}
+
 testing::TestBerthd& Berthd() {
   static testing::TestBerthd berthd([](Config& c) {
     c.desktop.vnc_socket_for_test = [](const std::string& id) {
@@ -42,6 +65,7 @@ testing::TestBerthd& Berthd() {
       return it == sockets.end() ? std::filesystem::path("/nonexistent/vnc.sock") : it->second;
     };
     c.desktop.clock_for_test = [] { return UnixNow() + clock_offset.load(); };
+    c.desktop.clipboard_tool = (ClipboardDir() / "clipboard").string();
   });
   return berthd;
 }
@@ -94,6 +118,11 @@ int OpenViewer(RfbViewer& v, const std::string& ws, const std::string& mode, int
 // What berthd's own RFB client sends before the agent's input: SetEncodings (raw, DesktopSize),
 // without which QEMU would read the pointer as relative.
 const std::string kAgentEncodings("\x02\x00\x00\x02\x00\x00\x00\x00\xff\xff\xff\x21", 12);
+// What it sends after the input, before hanging up (RfbClient::Sync): SetPixelFormat (32 bpp) and
+// a non-incremental update of one pixel, whose answer proves the server read everything before
+// it. The fake server, like QEMU, drops what it has not read from a client that hung up.
+const std::string kAgentSync = std::string("\x00\x00\x00\x00\x20\x18\x00\x01\x00\xff\x00\xff\x00\xff\x10\x08\x00\x00\x00\x00", 20) +
+                               std::string("\x03\x00\x00\x00\x00\x00\x00\x01\x00\x01", 10);
 
 client::Headers TicketHeader(const std::string& ticket) {
   return {{"X-Berth-Desktop-Ticket", ticket}};
@@ -410,10 +439,11 @@ TEST_CASE("desktop: a screenshot is QEMU's screen as a PNG of the size it states
   CHECK(none->status == 503);
 }
 
-TEST_CASE("desktop: the agent's actions reach the screen as RFB input byte for byte; a person's takeover "
-          "refuses them with 423 and the server sees nothing",
+TEST_CASE("desktop: the agent's actions reach the screen as RFB input byte for byte, all of it read by a server "
+          "that drops what it has not read at a hang-up; a person's takeover refuses them with 423 and the server "
+          "sees nothing",
           "[desktop]") {
-  testing::RecordingRfbServer fake;
+  testing::RecordingRfbServer fake(/*drop_unread_at_hangup=*/true);
   std::string ws = Workspace("hands", fake.socket());
   auto api = Berthd().Admin();
   auto act = [&](const json& body) {
@@ -437,7 +467,8 @@ TEST_CASE("desktop: the agent's actions reach the screen as RFB input byte for b
                      testing::KeyEvent(true, shift) + testing::KeyEvent(true, 'A') + testing::KeyEvent(false, 'A') +
                      testing::KeyEvent(false, shift) + testing::KeyEvent(true, shift) + testing::KeyEvent(true, '!') +
                      testing::KeyEvent(false, '!') + testing::KeyEvent(false, shift) + testing::KeyEvent(true, ctrl) +
-                     testing::KeyEvent(true, 'c') + testing::KeyEvent(false, 'c') + testing::KeyEvent(false, ctrl);
+                     testing::KeyEvent(true, 'c') + testing::KeyEvent(false, 'c') + testing::KeyEvent(false, ctrl) +
+                     kAgentSync;
   REQUIRE(fake.connections() == 1);
   REQUIRE(testing::WaitFor([&] { return fake.received(0).size() >= want.size(); }));
   CHECK(fake.received(0) == want);
@@ -472,9 +503,124 @@ TEST_CASE("desktop: the agent's actions reach the screen as RFB input byte for b
       20s));
 }
 
+// --- the clipboard ---------------------------------------------------------------------------------
+
+TEST_CASE("desktop: the agent puts any Unicode on the guest's clipboard and reads it back; the timeline says "
+          "who and how much, never the text",
+          "[desktop][clipboard]") {
+  testing::RecordingRfbServer fake;
+  std::string ws = Workspace("clip", fake.socket());
+  std::string base = "/v1/workspaces/" + ws + "/desktop/clipboard";
+  auto api = Berthd().Admin();
+  const std::string text = "p\u00e4ssw\u00f6rd-free: \u4e16\u754c \u2713\n\ttabs and \"quotes\"";
+  auto put = api.Request(verb::put, base, json{{"text", text}}.dump(), "application/json");
+  REQUIRE(put);
+  INFO(put->body);
+  REQUIRE(put->status == 200);
+  CHECK(json::parse(put->body)["bytes"] == text.size());
+  // The tool got exactly the bytes (the agent's stdin), and reading gives them back.
+  std::ifstream in(ClipboardDir() / "text", std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == text);
+  CHECK(Call(verb::get, base)["text"] == text);
+  auto events = Call(verb::get, "/v1/workspaces/" + ws + "/events?type=desktop_clipboard_set");
+  REQUIRE(events["events"].size() == 1);
+  const auto& e = events["events"][0];
+  CHECK(e["data"]["bytes"] == text.size());
+  CHECK(e["data"]["holder"] == "agent");
+  CHECK(e["actor"].get<std::string>().starts_with("key_"));
+  CHECK(e.dump().find("\u4e16") == std::string::npos);
+  CHECK(e.dump().find("rd-free") == std::string::npos);
+
+  // Bad input is a clear 4xx and reaches no tool; the clipboard keeps its text.
+  auto not_text = api.Request(verb::put, base, R"({"text": 5})", "application/json");
+  REQUIRE(not_text);
+  CHECK(not_text->status == 400);
+  auto huge = api.Request(verb::put, base, json{{"text", std::string((1 << 20) + 1, 'x')}}.dump(), "application/json");
+  REQUIRE(huge);
+  CHECK(huge->status == 413);
+  CHECK(Call(verb::get, base)["text"] == text);
+  // The most there is, in the worst form for JSON (every byte escaped to six): through berthd and
+  // the agent's exec both ways.
+  const std::string most((1 << 20), '\x01');
+  auto full = api.Request(verb::put, base, json{{"text", most}}.dump(), "application/json");
+  REQUIRE(full);
+  INFO(full->body.substr(0, 300));
+  CHECK(full->status == 200);
+  CHECK(Call(verb::get, base)["text"] == most);
+  REQUIRE(api.Request(verb::put, base, json{{"text", text}}.dump(), "application/json")->status == 200);
+
+  // No display yet: 503 with the reason, not an empty clipboard.
+  std::ofstream(ClipboardDir() / "down") << "";
+  auto down = api.Request(verb::get, base);
+  std::filesystem::remove(ClipboardDir() / "down");
+  REQUIRE(down);
+  CHECK(down->status == 503);
+  CHECK(down->body.find("not up yet") != std::string::npos);
+}
+
+TEST_CASE("desktop: during a takeover only the person holding control sets the clipboard (their control link "
+          "pastes); the agent gets 423, and a private takeover hides the clipboard from it too",
+          "[desktop][clipboard]") {
+  testing::RecordingRfbServer fake;
+  std::string ws = Workspace("clip-takeover", fake.socket());
+  std::string base = "/v1/workspaces/" + ws + "/desktop/clipboard";
+  auto agent = Berthd().Admin();
+  // The person: a key of their own in the same tenant, and a control link made with it.
+  auto made = agent.Json(verb::post, "/v1/keys", json{{"scope", "write"}, {"name", "person"}});
+  REQUIRE(made);
+  auto person = Berthd().WithKey((*made)["key"]);
+  // A ticket names its page's viewer only while that viewer is open.
+  auto open_link = [&](const std::string& mode, RfbViewer& v) {
+    auto t = person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/tickets", json{{"mode", mode}});
+    REQUIRE(t);
+    REQUIRE(v.Open(Port(), VncTarget(ws, (*t)["ticket"]), Origin()));
+    REQUIRE(v.Handshake(1) > 0);
+    return (*t)["ticket"].get<std::string>();
+  };
+  RfbViewer control_viewer;
+  std::string control_ticket = open_link("control", control_viewer);
+  REQUIRE(agent.Request(verb::put, base, json{{"text", "before"}}.dump(), "application/json")->status == 200);
+
+  auto taken = person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json{{"reason", "paste"}});
+  REQUIRE(taken);
+  auto refused = agent.Request(verb::put, base, json{{"text", "agent"}}.dump(), "application/json");
+  REQUIRE(refused);
+  CHECK(refused->status == 423);
+  CHECK(json::parse(refused->body)["error"]["details"]["holder"] == "human");
+  CHECK(Call(verb::get, base)["text"] == "before");  // reading stays allowed
+  // The person's paste, through their control link's ticket (no key, as the desktop page sends it).
+  auto keyless = client::ApiClient(Berthd().daemon().endpoint(), "");
+  auto pasted = keyless.Request(verb::put, base, json{{"text", "from the person"}}.dump(), "application/json",
+                                TicketHeader(control_ticket));
+  REQUIRE(pasted);
+  INFO(pasted->body);
+  CHECK(pasted->status == 200);
+  CHECK(Call(verb::get, base)["text"] == "from the person");
+  auto events = Call(verb::get, "/v1/workspaces/" + ws + "/events?type=desktop_clipboard_set");
+  REQUIRE(events["events"].size() == 2);
+  CHECK(events["events"][1]["data"]["holder"] == "human");
+  CHECK(events["events"][1]["actor"] == (*made)["id"]);
+  // A view link never writes it.
+  RfbViewer view_viewer;
+  std::string view_ticket = open_link("view", view_viewer);
+  auto viewer = keyless.Request(verb::put, base, json{{"text", "viewer"}}.dump(), "application/json",
+                                TicketHeader(view_ticket));
+  REQUIRE(viewer);
+  CHECK(viewer->status == 403);
+  REQUIRE(person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json{{"note", "done"}}));
+
+  // A private takeover: the person may have copied a password; the agent cannot read it.
+  REQUIRE(person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json{{"private", true}}));
+  auto hidden = agent.Request(verb::get, base);
+  REQUIRE(hidden);
+  CHECK(hidden->status == 423);
+  REQUIRE(person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json::object()));
+  CHECK(Call(verb::get, base)["text"] == "from the person");
+}
+
 TEST_CASE("desktop: berthd's /mcp desktop tools see the screen as an image block, act, and say who holds it",
           "[desktop][mcp]") {
-  testing::RecordingRfbServer fake;
+  testing::RecordingRfbServer fake(/*drop_unread_at_hangup=*/true);
   std::string hands = Workspace("mcp-hands", fake.socket());
   std::string eyes = Workspace("mcp-eyes", Qemu().socket());
   auto api = Berthd().Admin();
@@ -494,7 +640,7 @@ TEST_CASE("desktop: berthd's /mcp desktop tools see the screen as an image block
                                   {{"workspace", hands}, {"actions", {{{"type", "key"}, {"keys", "Return"}}}}});
   INFO(act.dump());
   REQUIRE_FALSE(act.value("isError", false));
-  std::string want = kAgentEncodings + testing::KeyEvent(true, 0xff0d) + testing::KeyEvent(false, 0xff0d);
+  std::string want = kAgentEncodings + testing::KeyEvent(true, 0xff0d) + testing::KeyEvent(false, 0xff0d) + kAgentSync;
   REQUIRE(testing::WaitFor([&] { return fake.received(fake.connections() - 1).size() >= want.size(); }));
   CHECK(fake.received(fake.connections() - 1) == want);
 

@@ -727,4 +727,11 @@ TEST_CASE("berth desktop: control says who holds it, a screen that is not there 
   CHECK(r.code == 2);
   CHECK(cli({"desktop", "screenshot", "cli-desk", "--scale", "3"}).code == 2);
   CHECK(cli({"desktop", "nosuch", "cli-desk"}).code == 2);
+  // A host agent's machine has no desktop clipboard tool: berthd says so (409), the CLI exits 6.
+  r = cli({"desktop", "clipboard", "cli-desk"});
+  CHECK(r.code == 6);
+  CHECK(r.err.find("no desktop clipboard") != std::string::npos);
+  r = cli({"desktop", "clipboard", "cli-desk", "--set", "h\u00e9llo"});
+  CHECK(r.code == 6);
+  CHECK(r.err.find("not the desktop image") != std::string::npos);
 }

@@ -1,6 +1,7 @@
 #include "tests/integration/desktop_support.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include <boost/beast/core/flat_buffer.hpp>
 
@@ -107,7 +109,7 @@ QemuVnc::~QemuVnc() {
 
 // --- the recording fake ----------------------------------------------------------------------
 
-RecordingRfbServer::RecordingRfbServer() {
+RecordingRfbServer::RecordingRfbServer(bool drop_unread_at_hangup) : drop_unread_at_hangup_(drop_unread_at_hangup) {
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   auto addr = UnixAddress(socket());
   if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
@@ -162,12 +164,49 @@ void RecordingRfbServer::Serve(size_t index) {
   std::string init = U16(16) + U16(16) + Bytes({32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0}) +
                      Bytes({0, 0, 0, 4}) + "fake";
   if (!WriteAll(c->fd, init)) return;
+  // With drop_unread_at_hangup_, as QEMU's VNC server does: a client that hung up is dropped
+  // before what it sent last is read (QEMU checks for the hang-up first), so input sent just
+  // before a close is lost unless the client waited for the server to read it. The pause before
+  // each read makes that certain here, not a race. FramebufferUpdateRequests are answered
+  // (black, raw, 32 bpp) either way.
   char buf[4096];
+  size_t parsed = 0;  // how far c->received has been read as client messages
   for (;;) {
+    pollfd p{c->fd, POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0) return;
+    if (drop_unread_at_hangup_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (::poll(&p, 1, 0) < 0 || (p.revents & (POLLHUP | POLLERR)) != 0) return;
+    }
     ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
     if (n <= 0) return;
-    std::lock_guard lock(mutex_);
-    c->received.append(buf, static_cast<size_t>(n));
+    std::string answer;
+    {
+      std::lock_guard lock(mutex_);
+      c->received.append(buf, static_cast<size_t>(n));
+      for (;;) {
+        std::string_view rest = std::string_view(c->received).substr(parsed);
+        if (rest.empty()) break;
+        auto u16 = [&](size_t at) { return static_cast<size_t>(static_cast<uint8_t>(rest[at]) << 8 | static_cast<uint8_t>(rest[at + 1])); };
+        size_t need = 0;
+        switch (static_cast<uint8_t>(rest[0])) {
+          case 0: need = 20; break;                                    // SetPixelFormat
+          case 2: need = rest.size() >= 4 ? 4 + 4 * u16(2) : 4; break;  // SetEncodings
+          case 3: need = 10; break;                                    // FramebufferUpdateRequest
+          case 4: need = 8; break;                                     // KeyEvent
+          case 5: need = 6; break;                                     // PointerEvent
+          default: need = rest.size(); break;                          // anything else: the rest
+        }
+        if (rest.size() < need) break;
+        if (static_cast<uint8_t>(rest[0]) == 3) {
+          size_t w = u16(6), h = u16(8);
+          answer += Bytes({0, 0, 0, 1}) + std::string(rest.substr(2, 8)) + Bytes({0, 0, 0, 0}) +
+                    std::string(w * h * 4, '\0');
+        }
+        parsed += need;
+      }
+    }
+    if (!answer.empty() && !WriteAll(c->fd, answer)) return;
   }
 }
 

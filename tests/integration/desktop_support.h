@@ -38,7 +38,9 @@ class QemuVnc {
 // per connection, the ClientInit byte and every byte the client sent after it.
 class RecordingRfbServer {
  public:
-  RecordingRfbServer();
+  // `drop_unread_at_hangup`: as QEMU's VNC server does, a client that hung up is dropped
+  // before what it sent last is read (see Serve).
+  explicit RecordingRfbServer(bool drop_unread_at_hangup = false);
   ~RecordingRfbServer();
   std::filesystem::path socket() const { return dir_.path() / "rfb.sock"; }
   size_t connections();
@@ -53,6 +55,7 @@ class RecordingRfbServer {
   };
   void Serve(size_t index);
 
+  bool drop_unread_at_hangup_ = false;
   TempDir dir_{"berth-fake-rfb"};
   int listen_fd_ = -1;
   std::mutex mutex_;

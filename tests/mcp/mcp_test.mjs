@@ -53,7 +53,7 @@ const EXPECTED_TOOLS = [
   'workspace_hibernate', 'workspace_delete', 'workspace_use', 'exec', 'process_list',
   'process_output', 'process_kill', 'file_read', 'file_write', 'file_edit', 'file_list',
   'file_delete', 'ports_list', 'preview_url', 'network_policy', 'desktop_screenshot', 'desktop_act',
-  'desktop_control', 'request_human', 'workspace_events',
+  'desktop_control', 'request_human', 'workspace_events', 'desktop_clipboard',
 ];
 
 // ---- small helpers -------------------------------------------------------------------------

@@ -144,7 +144,8 @@ TEST_CASE("tools/list has every tool, each with a usable schema and description"
       "exec",             "process_list",   "process_output", "process_kill",
       "file_read",        "file_write",     "file_edit",      "file_list",
       "file_delete",      "ports_list",     "preview_url",    "network_policy",
-      "desktop_screenshot", "desktop_act",  "desktop_control", "request_human", "workspace_events"};
+      "desktop_screenshot", "desktop_act",  "desktop_control", "request_human", "workspace_events",
+      "desktop_clipboard"};
   CHECK(names == expected);
   CHECK(tools.size() == expected.size());
 }

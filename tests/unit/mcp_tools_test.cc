@@ -424,6 +424,34 @@ TEST_CASE("desktop_screenshot answers an image block and how its points map to t
   REQUIRE_FALSE(IsError(control));
   CHECK(Text(control).find("You (the agent) hold the desktop") != std::string::npos);
 
+  // desktop_clipboard: set (the way in for what typing cannot reach), then read; empty says so;
+  // a locked write is the tool's error naming the person.
+  json empty = f.Call("desktop_clipboard", {{"workspace", "desk"}});
+  REQUIRE_FALSE(IsError(empty));
+  CHECK(Text(empty).find("holds no text") != std::string::npos);
+  json set = f.Call("desktop_clipboard", {{"workspace", "desk"}, {"text", "h\u00e9llo \u4e16\u754c"}});
+  REQUIRE_FALSE(IsError(set));
+  CHECK(Text(set).find("Put 13 byte(s)") != std::string::npos);
+  CHECK(Text(set).find("ctrl+v") != std::string::npos);
+  json read = f.Call("desktop_clipboard", {{"workspace", "desk"}});
+  REQUIRE_FALSE(IsError(read));
+  CHECK(read["structuredContent"]["text"] == "h\u00e9llo \u4e16\u754c");
+  CHECK(Text(read).ends_with("h\u00e9llo \u4e16\u754c"));
+  // A long clipboard is shown cut on a character, and says so.
+  std::string long_text;
+  for (int i = 0; i < 30000; ++i) long_text += "\u4e16";  // 90000 bytes
+  REQUIRE_FALSE(IsError(f.Call("desktop_clipboard", {{"workspace", "desk"}, {"text", long_text}})));
+  json cut = f.Call("desktop_clipboard", {{"workspace", "desk"}});
+  CHECK(cut["structuredContent"]["truncated"] == true);
+  CHECK(cut["structuredContent"]["bytes"] == 90000);
+  CHECK(cut["structuredContent"]["text"].get<std::string>().size() == 65535);  // 21845 whole characters
+  CHECK(Text(cut).find("(the first 65535 shown)") != std::string::npos);
+  f.backend().FailNextForTest("DesktopClipboard",
+                              Error(ErrorCode::kLocked, "a person (key_x) has held the desktop since 12:00"));
+  json clip_locked = f.Call("desktop_clipboard", {{"workspace", "desk"}, {"text", "x"}});
+  CHECK(IsError(clip_locked));
+  CHECK(Text(clip_locked).find("key_x") != std::string::npos);
+
   // request_human: the person's page link and their note; unanswered, says so; a reason is required.
   json human = f.Call("request_human", {{"workspace", "desk"}, {"reason", "log in to the bank"}});
   INFO(Text(human));
