@@ -7,7 +7,6 @@
 // WebSocket with ?attach=) picks it up.
 #include <boost/beast/core/string.hpp>
 
-#include "common/json.h"
 #include "guest-agent/process_session.h"
 #include "guest-agent/process_stream.h"
 #include "guest-agent/process_table.h"
@@ -71,9 +70,7 @@ http::Task<void> StreamEvents(http::Exchange& ex, Process& process) {
 constexpr size_t kMaxExecRequest = 8u << 20;
 
 http::Task<void> HandleExec(http::Exchange& ex, const ApiContext& ctx) {
-  auto raw = co_await ex.ReadBody(kMaxExecRequest);
-  auto body = raw ? ParseJson(raw->empty() ? std::string_view("{}") : std::string_view(*raw))
-                  : Result<nlohmann::json>(Fail(raw.error()));
+  auto body = co_await ex.ReadJson(kMaxExecRequest);
   if (!body) {
     co_await ex.SendError(body.error());
     co_return;

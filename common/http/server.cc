@@ -240,8 +240,10 @@ Task<Result<std::string>> Exchange::ReadBody(size_t limit, std::chrono::seconds 
   co_return body;
 }
 
-Task<Result<nlohmann::json>> Exchange::ReadJson() {
-  auto body = co_await ReadBody(options_.max_json_bytes);
+Task<Result<nlohmann::json>> Exchange::ReadJson() { co_return co_await ReadJson(options_.max_json_bytes); }
+
+Task<Result<nlohmann::json>> Exchange::ReadJson(size_t limit) {
+  auto body = co_await ReadBody(limit);
   if (!body) co_return Fail(body.error());
   if (body->empty()) co_return nlohmann::json::object();
   auto parsed = ParseJson(*body);

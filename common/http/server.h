@@ -124,6 +124,8 @@ class Exchange {
   // Whole body parsed as JSON (common/json.h: bounded depth); an empty body reads as an
   // empty object. At most options().max_json_bytes, within options().body_timeout.
   Task<Result<nlohmann::json>> ReadJson();
+  // The same with a limit of its own (a route whose bodies are larger than the rest).
+  Task<Result<nlohmann::json>> ReadJson(size_t limit);
   // Streams the body to `sink` in chunks of up to `chunk` bytes, without holding it in memory.
   // `sink` may be a coroutine; a failing sink stops the read and its error is returned.
   using ChunkSink = std::function<Task<Status>(std::string_view)>;

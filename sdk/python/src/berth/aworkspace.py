@@ -494,7 +494,7 @@ class AsyncDesktop:
         display is not up."""
         conn = self._ws._conn
         return await conn.run(conn.core.desktop_clipboard(self._ws.id,
-                                                      conn.core.deadline(request_timeout)))
+                                                conn.core.deadline(request_timeout)))
 
     async def set_clipboard(self, text: str, request_timeout: Optional[float] = None) -> int:
         """Puts text (any Unicode, at most 1 MiB of UTF-8: InvalidArgumentError before
@@ -503,7 +503,7 @@ class AsyncDesktop:
         holds control (but for their own key)."""
         conn = self._ws._conn
         return await conn.run(conn.core.desktop_set_clipboard(self._ws.id, text,
-                                                              conn.core.deadline(request_timeout)))
+                                                        conn.core.deadline(request_timeout)))
 
     def cdp_url(self) -> str:
         """The DevTools endpoint of the workspace's Chrome through berthd,
