@@ -13,7 +13,6 @@
 #include <spdlog/spdlog.h>
 
 #include "common/duration.h"
-#include "common/json.h"
 #include "common/v1/time.h"
 #include "controller/api/api_server.h"
 #include "controller/desktop/agent_hands.h"
@@ -383,15 +382,19 @@ http::Task<void> HelpRequest(ApiContext& ctx, http::Exchange& ex, bool make) {
 // The workspace of an eyes-or-hands route once `allowed` (a check of DesktopControl's: a
 // person's hold is refused before anything wakes) lets it through, woken: the screen is a
 // running VM's.
-http::Task<Result<workspace::Workspace>> AwakeWorkspace(
-    ApiContext& ctx, http::Exchange& ex, Status (desktop::DesktopControl::*allowed)(const std::string&) const) {
+struct Awake {
+  workspace::Workspace ws;
+  agent_client::AgentLink link;  // its agent, for the routes that go through it
+};
+http::Task<Result<Awake>> AwakeWorkspace(ApiContext& ctx, http::Exchange& ex,
+                                         Status (desktop::DesktopControl::*allowed)(const std::string&) const) {
   auto ws = WorkspaceFor(ctx, ex, PrincipalOf(ex).tenant_id);
-  if (!ws) co_return ws;
+  if (!ws) co_return Fail(ws.error());
   if (auto ok = (ctx.desktop->control().*allowed)(ws->id); !ok) co_return Fail(ok.error());
   ctx.service.NoteActivity(ws->id);
   auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
   if (!link) co_return Fail(link.error());
-  co_return ws;
+  co_return Awake{std::move(*ws), std::move(*link)};
 }
 
 // GET …/desktop/screenshot?format=png|jpeg&scale=…&quality=…: the screen now
@@ -408,13 +411,13 @@ http::Task<void> Screenshot(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(error);
     co_return;
   }
-  auto ws = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
-  if (!ws) {
-    co_await ex.SendError(ws.error());
+  auto awake = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
+  if (!awake) {
+    co_await ex.SendError(awake.error());
     co_return;
   }
   desktop::ScreenshotRequest request{*format, *scale, static_cast<int>(*quality)};
-  std::string id = ws->id;
+  std::string id = awake->ws.id;
   auto shot = co_await ctx.Blocking([&] {
     return desktop::TakeScreenshot(desk, id, request, DeadlineIn(desktop::kScreenshotDeadline));
   });
@@ -443,15 +446,15 @@ http::Task<void> Actions(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(body.error());
     co_return;
   }
-  auto ws = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentInput);
-  if (!ws) {
-    co_await ex.SendError(ws.error());
+  auto awake = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentInput);
+  if (!awake) {
+    co_await ex.SendError(awake.error());
     co_return;
   }
-  auto guard = ctx.service.OpenStream(ws->id, "desktop actions");
+  auto guard = ctx.service.OpenStream(awake->ws.id, "desktop actions");
   // Named locals, not temporaries in the co_await expression (PrincipalOf's is an aggregate:
   // the g++ 12 pitfall in docs/architecture.md).
-  std::string id = ws->id;
+  std::string id = awake->ws.id;
   std::string by = PrincipalOf(ex).key_id;
   nlohmann::json request = std::move(*body);
   auto done = co_await desktop::RunActions(desk, ctx.pool, id, request, by);
@@ -468,19 +471,14 @@ http::Task<void> Actions(ApiContext& ctx, http::Exchange& ex) {
 // like screenshots, only during a private takeover, before anything wakes.
 http::Task<void> GetClipboard(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kRead)) co_return;
-  auto ws = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
-  if (!ws) {
-    co_await ex.SendError(ws.error());
-    co_return;
-  }
-  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
-  if (!link) {
-    co_await ex.SendError(link.error());
+  auto awake = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
+  if (!awake) {
+    co_await ex.SendError(awake.error());
     co_return;
   }
   auto& desk = *ctx.desktop;
-  std::string id = ws->id;
-  auto text = co_await ctx.Blocking([&] { return desktop::GetGuestClipboard(desk, *link, id, kNoDeadline); });
+  auto text = co_await ctx.Blocking(
+      [&] { return desktop::GetGuestClipboard(desk, awake->link, awake->ws.id, kNoDeadline); });
   if (!text) {
     co_await ex.SendError(text.error());
     co_return;
@@ -499,8 +497,7 @@ http::Task<void> PutClipboard(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   // Room for the text escaped (\u00e9 for two bytes of UTF-8: at most 6 for every byte).
-  auto raw = co_await ex.ReadBody(desktop::kMaxClipboard * 6 + 4096);
-  auto body = raw ? ParseJson(*raw) : Result<nlohmann::json>(Fail(raw.error()));
+  auto body = co_await ex.ReadJson(desktop::kMaxClipboard * 6 + 4096);
   Result<std::string> text = Fail(ErrorCode::kInvalidArgument, "the body needs {\"text\": \"…\"}");
   if (!body) text = Fail(body.error());
   if (body && body->is_object() && body->contains("text") && (*body)["text"].is_string()) {

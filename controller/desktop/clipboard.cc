@@ -69,7 +69,8 @@ Result<protocol::ExecResult> Run(const agent_client::AgentLink& link, const prot
   client::ClientOptions options;
   options.deadline = deadline;
   options.connect_timeout = std::chrono::seconds(5);
-  // The answer holds the output twice at worst (JSON escapes): a guest cannot make it more.
+  // The answer: the clipboard (at most kMaxClipboard + 1 bytes, up to 6x as JSON escapes) and a
+  // few words of stderr; a guest that sends more (stderr is bounded the same) gets an error.
   options.max_response_bytes = 8 * kMaxClipboard;
   client::ApiClient api(link.endpoint, link.token, options);
   auto answer = api.Json(http::bhttp::verb::post, "/v1/exec", request.ToJson());
