@@ -9,17 +9,30 @@
 //    the page (the check runs every animation frame), in a fresh browser context (nothing
 //    cached) and on a reload (assets cached), against one GET /v1/workspaces from Node and
 //    `berth ls` (when BERTH_CLI is set), measured in the same run.
+// 3. Keystroke to echo (target: the web terminal <= `berth shell` + 5 ms at p50): printable
+//    characters typed into an idle bash prompt in one workspace, one at a time, each after the
+//    last one's echo, the line erased (ctrl+u) every 20 so it never wraps. In the web terminal
+//    the times are the page's own (performance.now()): from the keydown event to the
+//    MutationObserver callback that sees the character in xterm.js's rows (the DOM renderer;
+//    the paint follows in the same frame); an init script notes when the page sends the key on
+//    the WebSocket and when the echo's frame arrives, to split the time. The same page also
+//    without a key event: the byte written on the terminal's socket by a script (what the
+//    browser's input handling adds). `berth shell` runs under a pseudo-terminal (pty_echo.py;
+//    there is no node-pty): from the write of a byte to the pty until the byte is read back,
+//    no terminal emulator's drawing in it. The sides alternate in rounds, after a warm-up each,
+//    on the same berthd, workspace, shell (bash -l) and characters (when BERTH_CLI is set).
 //
-//   BERTHD_BIN=… BERTH_AGENT_BIN=… [BERTH_CLI=…] node webui_bench.mjs [--runs N] [--workspaces N] [--out FILE]
-import { spawnSync } from 'node:child_process';
+//   BERTHD_BIN=… BERTH_AGENT_BIN=… [BERTH_CLI=…] node webui_bench.mjs [--runs N] [--workspaces N] [--keystrokes N] [--out FILE]
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { startBerthd, waitFor } from '../../sdk/typescript/test/harness.mjs';
-import { kViewports, launchChromium, signIn } from './webui_lib.mjs';
+import { kViewports, launchChromium, lines, signIn, waitForText } from './webui_lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..', '..');
@@ -27,12 +40,19 @@ const { values: opts } = parseArgs({
   options: {
     runs: { type: 'string', default: '7' },
     workspaces: { type: 'string', default: '100' },
+    keystrokes: { type: 'string', default: '200' },
     out: { type: 'string', default: path.join(root, 'build', 'BENCHMARKS-webui.md') },
   },
 });
 const kRuns = Number(opts.runs);
 const kWorkspaces = Number(opts.workspaces);
 const kTargetBytes = 400 * 1000;
+const kKeystrokes = Number(opts.keystrokes);
+const kTargetEchoMs = 5;     // issue 15: the web terminal at most 5 ms slower than `berth shell` at p50
+const kWarmup = 20;          // keystrokes per side before the measured ones (JIT, caches, the agent's first reads)
+const kRounds = 4;           // the sides alternate, so a burst of load elsewhere falls on both
+const kLineChars = 20;       // typed before ctrl+u erases the line: no wrap at 80 columns
+const kLetters = 'abcdefghijklmnopqrstuvwxyz';
 
 function log(m) {
   process.stderr.write(`webui-bench: ${m}\n`);
@@ -43,6 +63,19 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 const kb = (n) => `${(n / 1000).toFixed(1)} KB`;
+/** Nearest-rank percentile (p in 0..100). */
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.max(0, Math.ceil((p / 100) * s.length) - 1)];
+};
+const ms = (x) => `${x.toFixed(1)} ms`;
+
+/** `n` characters as the lines to type, each at most kLineChars, cycling through the alphabet. */
+function typingLines(n) {
+  const out = [];
+  for (let left = n; left > 0; left -= kLineChars) out.push(kLetters.slice(0, Math.min(left, kLineChars)));
+  return out;
+}
 
 /** Bytes received per request (CDP's encodedDataLength: headers and body as sent). */
 async function recordTransfers(page) {
@@ -113,6 +146,156 @@ async function timeToList(browser, base, key, n) {
   return { cold, warm };
 }
 
+// In every page of the keystroke context, before the app's script: when keys go down, when
+// the page sends binary frames on a WebSocket (the terminal's stdin), and when binary frames
+// arrive (its output), all on the page's performance.now() clock. The message listener is
+// added in the constructor, so it runs before the app's onmessage (term.write).
+function noteTerminalTimes() {
+  const t = { down: [], sent: [], recv: [] };
+  window.__kbTimes = t;
+  window.addEventListener('keydown', () => t.down.push(performance.now()), true);
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    if (typeof data !== 'string') t.sent.push(performance.now());
+    return send.call(this, data);
+  };
+  window.WebSocket = class extends WebSocket {
+    constructor(...args) {
+      super(...args);
+      if (String(args[0]).includes('/exec/ws')) window.__kbSocket = this;
+      this.addEventListener('message', (e) => { if (typeof e.data !== 'string') t.recv.push(performance.now()); });
+    }
+  };
+}
+
+/** The web terminal of `ws`, ready to time keystrokes; type(line) returns one timing per character. */
+async function openWebTerminal(browser, base, key, ws) {
+  const ctx = await browser.newContext({ viewport: kViewports.laptop });
+  await ctx.addInitScript(noteTerminalTimes);
+  const page = await ctx.newPage();
+  await signIn(page, base, key);
+  await page.goto(`${base}/w/${encodeURIComponent(ws)}/terminal`);
+  await page.locator('.term-pane .term-status', { hasText: /^connected$/ }).waitFor({ timeout: 60_000 });
+  await waitForText(page, 'a prompt', (t) => /[$#]\s*$/.test(lines(t).filter(Boolean).join('\n')));
+  await page.locator('.term-host').first().click();
+  // The prompt's row: the last row with text. Typing only ever changes that row.
+  const prompt = await page.evaluate(() => {
+    const rows = [...document.querySelector('.term-host .xterm-rows').children];
+    const text = (r) => r.textContent.replace(/\u00a0/g, ' ').trimEnd();
+    const at = rows.findLastIndex((r) => text(r) !== '');
+    const rowText = () => text(document.querySelector('.term-host .xterm-rows').children[at]);
+    window.__kb = {
+      rowText,
+      // Resolves with the times of the next keystroke once the row ends with `want`. With
+      // `byte`, no key: the byte is written on the terminal's socket (as the page frames stdin)
+      // and the write counts as the key's time.
+      arm(want, byte) {
+        const t = window.__kbTimes;
+        const from = { down: t.down.length, sent: t.sent.length, recv: t.recv.length };
+        const rowsEl = document.querySelector('.term-host .xterm-rows');
+        this.result = new Promise((resolve, reject) => {
+          const obs = new MutationObserver(() => {
+            const shown = performance.now();
+            if (t.down.length === from.down || !rowText().endsWith(want)) return;
+            obs.disconnect();
+            clearTimeout(timer);
+            resolve({ down: t.down[from.down], sent: t.sent[from.sent], recv: t.recv[from.recv], shown });
+          });
+          obs.observe(rowsEl, { childList: true, subtree: true, characterData: true });
+          const timer = setTimeout(() => {
+            obs.disconnect();
+            reject(new Error(`no echo of "${want}" within 10 s; the row shows "${rowText()}"`));
+          }, 10_000);
+        });
+        if (byte !== undefined) {
+          t.down.push(performance.now());
+          window.__kbSocket.send(Uint8Array.of(0, byte));
+        }
+      },
+    };
+    return rowText();
+  });
+  return {
+    prompt,
+    // byScript: no key event, the characters written on the socket by a script in the page.
+    async type(line, { byScript = false } = {}) {
+      const out = [];
+      for (let i = 0; i < line.length; i++) {
+        if (byScript) {
+          await page.evaluate(([want, byte]) => window.__kb.arm(want, byte), [line.slice(0, i + 1), line.charCodeAt(i)]);
+        } else {
+          await page.evaluate((want) => window.__kb.arm(want), line.slice(0, i + 1));
+          await page.keyboard.press(line[i]);
+        }
+        out.push(await page.evaluate(() => window.__kb.result));
+      }
+      await page.keyboard.press('Control+u');
+      await page.waitForFunction((p) => window.__kb.rowText() === p, prompt, { timeout: 10_000 });
+      return out;
+    },
+    close: () => ctx.close(),
+  };
+}
+
+/** `berth shell ws` under a pseudo-terminal (pty_echo.py); type(line) returns ms per character. */
+async function openCliShell(cli, base, key, ws) {
+  const proc = spawn('/usr/bin/python3', [path.join(here, 'pty_echo.py'), '--', cli, 'shell', ws], {
+    env: { ...process.env, BERTH_URL: base, BERTH_API_KEY: key, TERM: 'xterm-256color' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const answers = readline.createInterface({ input: proc.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await answers.next();
+    if (done) throw new Error(`pty_echo.py ended: ${stderr.trim()}`);
+    return JSON.parse(value);
+  };
+  const ready = await next();
+  return {
+    prompt: ready.prompt,
+    async type(line) {
+      proc.stdin.write(`${line}\n`);
+      return (await next()).ns.map((ns) => ns / 1e6);
+    },
+    async close() {
+      proc.stdin.end();
+      const exited = new Promise((resolve) => proc.once('exit', resolve));
+      const timer = setTimeout(() => proc.kill(), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function keystrokeToEcho(browser, base, key, ws) {
+  const web = await openWebTerminal(browser, base, key, ws);
+  const cli = process.env.BERTH_CLI ? await openCliShell(process.env.BERTH_CLI, base, key, ws) : null;
+  log(`keystrokes in ${ws}: the web terminal's prompt "${web.prompt}"${cli ? `, berth shell's "${cli.prompt}"` : ''}`);
+  const webTimes = [];
+  const scriptTimes = [];
+  const cliTimes = [];
+  try {
+    for (const line of typingLines(kWarmup)) {
+      await web.type(line);
+      await web.type(line, { byScript: true });
+      if (cli) await cli.type(line);
+    }
+    const perRound = Math.ceil(kKeystrokes / kRounds);
+    for (let r = 0, left = kKeystrokes; left > 0; r++, left -= perRound) {
+      const round = typingLines(Math.min(perRound, left));
+      const sides = [async () => { for (const l of round) webTimes.push(...await web.type(l)); },
+                     async () => { for (const l of round) scriptTimes.push(...await web.type(l, { byScript: true })); },
+                     async () => { if (cli) for (const l of round) cliTimes.push(...await cli.type(l)); }];
+      for (let k = 0; k < sides.length; k++) await sides[(r + k) % sides.length]();
+    }
+  } finally {
+    await web.close();
+    if (cli) await cli.close();
+  }
+  return { web: webTimes, script: scriptTimes, cli: cliTimes };
+}
+
 async function main() {
   const dist = path.join(root, 'web', 'dist');
   if (!fs.existsSync(path.join(dist, 'index.html'))) throw new Error(`${dist}/index.html is missing: build it (npm run build in web/)`);
@@ -163,6 +346,24 @@ async function main() {
       }
     }
 
+    // A workspace whose terminal page has not been opened: a fresh shell on both sides.
+    const echo = await keystrokeToEcho(browser, berthd.url, berthd.key, names[names.length - 1]);
+    const webMs = echo.web.map((t) => t.shown - t.down);
+    const scriptMs = echo.script.map((t) => t.shown - t.down);
+    const part = (from, to, list = echo.web) => pct(list.map((t) => t[to] - t[from]), 50);
+    const webP50 = pct(webMs, 50);
+    const cliP50 = echo.cli.length ? pct(echo.cli, 50) : null;
+    const gap = cliP50 === null ? null : webP50 - cliP50;
+    const signed = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(1)} ms`;
+    log(`keystroke to echo, web terminal: p50 ${ms(webP50)}, p90 ${ms(pct(webMs, 90))}, p99 ${ms(pct(webMs, 99))} (${webMs.length} keystrokes)`);
+    log(`  the web's parts at p50: key to WebSocket send ${ms(part('down', 'sent'))}, send to the echo's frame ${ms(part('sent', 'recv'))}, frame to the rows ${ms(part('recv', 'shown'))}`);
+    log(`keystroke to echo, the same page without a key event (the socket written by a script): p50 ${ms(pct(scriptMs, 50))}; `
+        + `write to the echo's frame ${ms(part('sent', 'recv', echo.script))}, frame to the rows ${ms(part('recv', 'shown', echo.script))}`);
+    if (gap !== null) {
+      log(`keystroke to echo, berth shell: p50 ${ms(cliP50)}, p90 ${ms(pct(echo.cli, 90))}, p99 ${ms(pct(echo.cli, 99))} (${echo.cli.length} keystrokes)`);
+      log(`keystroke to echo: web - berth shell at p50 ${signed(gap)} (target <= +${kTargetEchoMs} ms)`);
+    }
+
     const rows = [
       ['first load: the sign-in page (HTML, JS, CSS, icon)', kb(sum(load.signin)), '', ''],
       ['first load: everything to a terminal (+ xterm.js chunk and CSS)', kb(total), kb(kTargetBytes), `${(total / kTargetBytes).toFixed(2)}x of the target`],
@@ -171,17 +372,35 @@ async function main() {
         `${median(api).toFixed(1)} ms (GET /v1/workspaces from Node)`, `${(median(cold) / median(api)).toFixed(1)}x`],
       [`${kWorkspaces} workspaces shown, reload (assets cached), median of ${kRuns}`, `${median(warm).toFixed(0)} ms`,
         cli.length ? `${median(cli).toFixed(0)} ms (\`berth ls\`, a whole process)` : '', cli.length ? `${(median(warm) / median(cli)).toFixed(2)}x` : ''],
+      [`keystroke to echo, web terminal, p50 of ${webMs.length}`, ms(webP50),
+        gap === null ? '' : `${ms(cliP50)} (\`berth shell\` in a pty)`, gap === null ? '' : `${signed(gap)} (target <= +${kTargetEchoMs} ms)`],
     ];
     const table = ['| measure | value | against | ratio |', '|---|---|---|---|', ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+    const echoRows = [
+      ['web terminal: keydown to the character in xterm.js\'s rows', ...[50, 90, 99].map((p) => ms(pct(webMs, p)))],
+      ['  of which: keydown to the WebSocket send', ...[50, 90, 99].map((p) => ms(pct(echo.web.map((t) => t.sent - t.down), p)))],
+      ['  of which: send to the echo\'s frame received', ...[50, 90, 99].map((p) => ms(pct(echo.web.map((t) => t.recv - t.sent), p)))],
+      ['  of which: frame received to the rows changed', ...[50, 90, 99].map((p) => ms(pct(echo.web.map((t) => t.shown - t.recv), p)))],
+      ['the same page, no key event: the byte written on the socket by a script, to the rows changed', ...[50, 90, 99].map((p) => ms(pct(scriptMs, p)))],
+      ['  of which: write to the echo\'s frame received', ...[50, 90, 99].map((p) => ms(pct(echo.script.map((t) => t.recv - t.sent), p)))],
+      ['  of which: frame received to the rows changed', ...[50, 90, 99].map((p) => ms(pct(echo.script.map((t) => t.shown - t.recv), p)))],
+      ...(gap === null ? [] : [
+        ['`berth shell` in a pty: byte written to byte read back', ...[50, 90, 99].map((p) => ms(pct(echo.cli, p)))],
+        ['web - `berth shell`', ...[50, 90, 99].map((p) => signed(pct(webMs, p) - pct(echo.cli, p)))],
+      ]),
+    ];
+    const echoTable = [`| keystroke to echo (${webMs.length} keystrokes a side, alternating rounds) | p50 | p90 | p99 |`, '|---|---|---|---|',
+                       ...echoRows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
     const extra = [
       `- cold runs (ms): ${cold.map((x) => x.toFixed(0)).join(', ')}; reloads: ${warm.map((x) => x.toFixed(0)).join(', ')}; API: ${api.map((x) => x.toFixed(1)).join(', ')}${cli.length ? `; berth ls: ${cli.map((x) => x.toFixed(0)).join(', ')}` : ''}`,
       `- JS/CSS sent without gzip: ${load.unzipped.length ? load.unzipped.map((r) => new URL(r.url).pathname).join(', ') : 'none'}`,
       `- load average at the end: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} cores)`,
     ].join('\n');
-    const out = `${table}\n\n${extra}\n`;
+    const out = `${table}\n\n${echoTable}\n\n${extra}\n`;
     fs.mkdirSync(path.dirname(opts.out), { recursive: true });
     fs.writeFileSync(opts.out, out);
     console.log(out);
+    if (gap !== null && gap > kTargetEchoMs) console.log(`NOTE: keystroke to echo in the web terminal is ${signed(gap)} against \`berth shell\` at p50, over the +${kTargetEchoMs} ms target`);
     if (total > kTargetBytes) console.log(`NOTE: the first load (${kb(total)}) is over the ${kb(kTargetBytes)} target`);
   } finally {
     if (browser) await browser.close().catch(() => {});
