@@ -32,7 +32,7 @@ Agent::Agent(boost::asio::io_context& io, AgentOptions options)
       options_(std::move(options)),
       blocking_(static_cast<size_t>(std::max(1, options_.blocking_threads))),
       processes_(std::make_unique<ProcessTable>(io_, activity_)) {
-  ApiContext ctx{options_, io_, blocking_, activity_, *processes_};
+  ApiContext ctx{options_, io_, blocking_, activity_, *processes_, own_tcp_ports_};
   AddSystemRoutes(api_router_, ctx);
   AddExecRoutes(api_router_, ctx);
   AddProcessRoutes(api_router_, ctx);
@@ -63,6 +63,7 @@ Result<std::vector<Endpoint>> Agent::Start() {
       return Fail(result.error());
     }
     spdlog::info("listening on {}", result->ToString());
+    if (result->kind == Endpoint::Kind::kTcp) own_tcp_ports_.push_back(result->port);
     bound.push_back(*result);
   }
   if (bound.empty()) return Fail(ErrorCode::kUnavailable, "no listener could be opened");

@@ -41,6 +41,7 @@ class Agent {
   boost::asio::thread_pool blocking_;
   ActivityTracker activity_;
   std::unique_ptr<ProcessTable> processes_;
+  std::vector<uint16_t> own_tcp_ports_;  // ApiContext::own_tcp_ports
   http::Router api_router_;
   http::Router local_router_;
   std::unique_ptr<http::Server> api_server_;

@@ -2,6 +2,9 @@
 // for blocking work. Owned by Agent; handlers touch the mutable parts only on the I/O thread.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
@@ -19,6 +22,9 @@ struct ApiContext {
   boost::asio::thread_pool& blocking;
   ActivityTracker& activity;
   ProcessTable& processes;
+  // The TCP ports the agent's own API listens on (bound in Agent::Start, before any request):
+  // no port of the workspace's, so GET /v1/ports leaves them out.
+  const std::vector<uint16_t>& own_tcp_ports;
 };
 
 // Each API area adds its routes (one file each), as berthd's api/ does.

@@ -2,6 +2,9 @@
 // GET /v1/tunnel?port=N[&host=ADDR]: a byte pipe to a TCP port of the guest itself, over a
 // WebSocket (`Upgrade: websocket`) or raw (`Upgrade: berth-tcp`, tunnel_raw.h).
 #include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -30,10 +33,19 @@ using http::bhttp::verb;
 constexpr std::chrono::seconds kTunnelConnectTimeout{10};
 
 // `ctx` by value: it is a bundle of references, and Agent's own copy is a temporary.
+// The agent's own API listener (TCP on the forward transport) is no port of the workspace's:
+// left out, so nobody is offered a preview of it.
+bool IsOwnListener(const ApiContext& ctx, const protocol::PortInfo& port) {
+  if (!port.pid || *port.pid != static_cast<int>(getpid())) return false;
+  return std::find(ctx.own_tcp_ports.begin(), ctx.own_tcp_ports.end(), port.port) != ctx.own_tcp_ports.end();
+}
+
 http::Task<void> ListPorts(ApiContext ctx, http::Exchange& ex) {
   auto ports = co_await RunBlocking(ctx.blocking, [] { return ListListeningPorts(); });
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& port : ports) list.push_back(protocol::ToJson(port));
+  for (const auto& port : ports) {
+    if (!IsOwnListener(ctx, port)) list.push_back(protocol::ToJson(port));
+  }
   nlohmann::json body = {{"ports", std::move(list)}};
   co_await ex.SendJson(status::ok, body);
 }

@@ -3,6 +3,7 @@
 // "Desktop"; controller/desktop/). A request here is authenticated by an API key, or, for the
 // WebSocket and the control routes only, by a desktop ticket (IsDesktopTicketRequest: the
 // key check in ApiServer::Handle is skipped for them, and nothing else accepts a ticket).
+#include <charconv>
 #include <functional>
 
 #include <boost/asio/as_tuple.hpp>
@@ -27,11 +28,17 @@ using http::bhttp::status;
 using http::bhttp::verb;
 namespace websocket = boost::beast::websocket;
 
+// Waits (at most `timeout`) until `done` holds for the workspace's control state; its state then.
+static http::Task<desktop::ControlState> WaitForDesktop(workspace::WorkspaceService& service, desktop::DesktopControl& control,
+                                                 std::string tenant_id, std::string workspace_id,
+                                                 std::function<bool(const desktop::ControlState&)> done,
+                                                 std::chrono::milliseconds timeout);
+
 namespace {
 
 constexpr auto kTuple = boost::asio::as_tuple(boost::asio::use_awaitable);
 constexpr std::string_view kTicketHeader = "X-Berth-Desktop-Ticket";
-// ?wait=release waits at most this long (a takeover's default lease is 15 minutes).
+// ?wait= waits at most this long (a takeover's default lease is 15 minutes).
 constexpr std::chrono::seconds kMaxWait{3600};
 
 bool HasKey(http::Exchange& ex) { return !ex.context().value("tenant_id", std::string()).empty(); }
@@ -255,21 +262,38 @@ http::Task<void> GetControl(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(ws.error());
     co_return;
   }
+  // ?wait=release: until the agent holds it; ?wait=change&revision=N: until the state's revision
+  // is not N (a page's push: it passes the revision it shows). Either within ?timeout.
   auto wait = ex.query().Get("wait");
-  if (wait && *wait != "release") {
-    co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "wait must be \"release\""));
+  if (wait && *wait != "release" && *wait != "change") {
+    co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "wait must be \"release\" or \"change\""));
+    co_return;
+  }
+  std::optional<uint64_t> seen;
+  if (wait == "change") {
+    auto raw = ex.query().Get("revision").value_or("");
+    uint64_t n = 0;
+    auto [end, err] = std::from_chars(raw.data(), raw.data() + raw.size(), n);
+    if (raw.empty() || err != std::errc() || end != raw.data() + raw.size()) {
+      co_await ex.SendError(Error(ErrorCode::kInvalidArgument,
+                                  "wait=change needs revision=N, the revision of the state you have"));
+      co_return;
+    }
+    seen = n;
+  }
+  auto timeout = ParseDuration(ex.query().Get("timeout").value_or("60s"));
+  if (wait && (!timeout || *timeout > kMaxWait)) {
+    co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "timeout must be a duration of at most 1h"));
     co_return;
   }
   auto& control = ctx.desktop->control();
-  if (wait && control.Get(ws->id).holder == desktop::Holder::kHuman) {
-    auto timeout = ParseDuration(ex.query().Get("timeout").value_or("60s"));
-    if (!timeout || *timeout > kMaxWait) {
-      co_await ex.SendError(Error(ErrorCode::kInvalidArgument, "timeout must be a duration of at most 1h"));
-      co_return;
-    }
+  if (wait) {
     auto timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
-    auto released = co_await WaitForDesktopRelease(ctx.service, control, ws->tenant_id, ws->id, timeout_ms);
-    (void)released;
+    std::function<bool(const desktop::ControlState&)> done = [seen](const desktop::ControlState& s) {
+      return seen ? s.revision != *seen : s.holder == desktop::Holder::kAgent;
+    };
+    auto waited = co_await WaitForDesktop(ctx.service, control, ws->tenant_id, ws->id, std::move(done), timeout_ms);
+    (void)waited;
   }
   auto body = control.Get(ws->id).ToJson();
   co_await ex.SendJson(status::ok, body);
@@ -308,10 +332,21 @@ http::Task<void> ChangeControl(ApiContext& ctx, http::Exchange& ex, bool takeove
         reason = Fail(ErrorCode::kInvalidArgument, "'private' must be a boolean");
       }
     }
+    // A lease of the person's own, shorter than the operator's (a quick captcha).
+    std::optional<std::chrono::seconds> lease;
+    if (reason && body->contains("lease_s") && !(*body)["lease_s"].is_null()) {
+      const auto& v = (*body)["lease_s"];
+      int64_t most = desk.control().max_lease().count();
+      if (v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= most) {
+        lease = std::chrono::seconds(v.get<int64_t>());
+      } else {
+        reason = Fail(ErrorCode::kInvalidArgument, fmt::format("'lease_s' is a whole number of seconds from 1 to {}", most));
+      }
+    }
     // Chrome's tabs as the person finds them, for the hand-back's summary to the agent.
     nlohmann::json tabs = nullptr;
     if (reason && desk.control().Get(ws->id).holder == desktop::Holder::kAgent) tabs = co_await ChromeTabs(ctx, *ws);
-    change = reason ? desk.control().Takeover(ws->id, caller->by, *reason, is_private, std::move(tabs))
+    change = reason ? desk.control().Takeover(ws->id, caller->by, *reason, is_private, std::move(tabs), lease)
                     : Result<desktop::ControlChange>(Fail(reason.error()));
   } else {
     auto note = text("note", 2000);

@@ -1,5 +1,7 @@
 #include "controller/desktop/control.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "common/json.h"
@@ -16,7 +18,8 @@ nlohmann::json ControlState::ToJson() const {
                       {"lease_expires", lease_expires ? nlohmann::json(v1::FormatTime(*lease_expires))
                                                       : nlohmann::json(nullptr)},
                       {"reason", reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(reason)},
-                      {"private", is_private}};
+                      {"private", is_private},
+                      {"revision", revision}};
   j["request"] = request ? nlohmann::json{{"reason", request->reason},
                                           {"since", v1::FormatTime(request->since)},
                                           {"by", request->by},
@@ -41,8 +44,10 @@ ControlState DesktopControl::Get(const std::string& workspace_id) const {
 }
 
 Result<ControlChange> DesktopControl::Takeover(const std::string& workspace_id, const std::string& by,
-                                               const std::string& reason, bool is_private, nlohmann::json tabs) {
+                                               const std::string& reason, bool is_private, nlohmann::json tabs,
+                                               std::optional<std::chrono::seconds> lease) {
   int64_t now = clock_();
+  auto length = std::clamp(lease.value_or(options_.lease), std::chrono::seconds(1), options_.lease);
   std::lock_guard lock(mutex_);
   Entry& e = entries_[workspace_id];
   ControlChange out;
@@ -52,7 +57,8 @@ Result<ControlChange> DesktopControl::Takeover(const std::string& workspace_id, 
                   fmt::format("{} has held the desktop since {}: they hand back first", e.state.by,
                               v1::FormatTime(e.state.since)));
     }
-    e.state.lease_expires = now + options_.lease.count();  // the same person again: a renewal
+    if (lease) e.lease = length;
+    e.state.lease_expires = now + e.lease.count();  // the same person again: a renewal
     out.state = e.state;
     return out;
   }
@@ -60,12 +66,14 @@ Result<ControlChange> DesktopControl::Takeover(const std::string& workspace_id, 
   e.state.holder = Holder::kHuman;
   e.state.since = now;
   e.state.by = by;
-  e.state.lease_expires = now + options_.lease.count();
+  e.lease = length;
+  e.state.lease_expires = now + e.lease.count();
   e.state.reason = reason;
   e.state.is_private = is_private;
   if (e.state.request) e.state.request->taken = true;
   e.tabs_before = std::move(tabs);
   if (e.control_viewers == 0) e.grace_until = now + options_.viewer_grace.count();
+  e.state.revision = ++last_revision_;
   ControlEvent ev{workspace_id, "desktop_control_taken",
                   fmt::format("{} took over the desktop{}{}", by, is_private ? " (private)" : "",
                               reason.empty() ? "" : ": " + reason)};
@@ -106,6 +114,7 @@ void DesktopControl::ReleaseLocked(const std::string& id, Entry& e, const std::s
   e.state.by = by;
   e.state.request = std::move(request);
   e.state.handback = std::move(handback);
+  e.state.revision = ++last_revision_;
   e.grace_until.reset();
 }
 
@@ -116,6 +125,7 @@ ControlChange DesktopControl::RequestHelp(const std::string& workspace_id, const
   Entry& e = entries_[workspace_id];
   ControlChange out;
   e.state.request = HelpRequest{next_request_++, reason, now, by, e.state.holder == Holder::kHuman};
+  e.state.revision = ++last_revision_;
   ControlEvent ev{workspace_id, "desktop_help_requested", fmt::format("the agent asks a person to take over: {}", reason)};
   ev.data = {{"by", by}, {"reason", reason}};
   out.events.push_back(std::move(ev));
@@ -135,6 +145,7 @@ ControlChange DesktopControl::WithdrawHelp(const std::string& workspace_id, cons
     ev.data = {{"by", by}, {"reason", e.state.request->reason}};
     out.events.push_back(std::move(ev));
     e.state.request.reset();
+    e.state.revision = ++last_revision_;
   }
   out.state = e.state;
   return out;
@@ -198,7 +209,7 @@ std::vector<ControlEvent> DesktopControl::NoteInput(const std::string& workspace
   burst->clicks += clicks;
   burst->keys += keys;
   burst->messages += 1;
-  if (human && e.state.holder == Holder::kHuman) e.state.lease_expires = now + options_.lease.count();
+  if (human && e.state.holder == Holder::kHuman) e.state.lease_expires = now + e.lease.count();
   return out;
 }
 

@@ -79,6 +79,10 @@ struct ControlState {
   bool is_private = false;  // a private takeover: screenshots and page reads are refused too
   std::optional<HelpRequest> request;
   std::optional<Handback> handback;
+  // Changes with each takeover, hand-back and help request or withdrawal (not with a lease's
+  // renewal), never to a value it had before in this berthd: GET …/desktop/control?wait=change
+  // &revision=N answers once it is not N. 0: nothing has happened since berthd started.
+  uint64_t revision = 0;
   nlohmann::json ToJson() const;
 };
 
@@ -112,8 +116,13 @@ class DesktopControl {
   // A person takes over as `by`. Taking over again as the same `by` renews the lease;
   // failed_precondition while someone else holds it.
   // `tabs`: Chrome's tabs as the person found them (null: unknown), for the hand-back's summary.
+  // `lease`: the person's own, shorter lease (a quick captcha), at most the operator's
+  // (options.lease, also the default); it applies to each renewal until the hand-back.
   Result<ControlChange> Takeover(const std::string& workspace_id, const std::string& by,
-                                 const std::string& reason, bool is_private, nlohmann::json tabs = nullptr);
+                                 const std::string& reason, bool is_private, nlohmann::json tabs = nullptr,
+                                 std::optional<std::chrono::seconds> lease = std::nullopt);
+  // The longest lease a takeover may ask for (the operator's desktop.lease_s).
+  std::chrono::seconds max_lease() const { return options_.lease; }
   // Hands control back to the agent; nothing changes (no event) when the agent holds it.
   // `tabs`: Chrome's tabs as the person leaves them (null: unknown).
   ControlChange Release(const std::string& workspace_id, const std::string& by, const std::string& note,
@@ -159,6 +168,7 @@ class DesktopControl {
     int control_viewers = 0;
     int viewers = 0;
     std::optional<int64_t> grace_until;  // set while a person holds control with no viewer
+    std::chrono::seconds lease{0};       // the holder's lease, renewed by their input
     nlohmann::json tabs_before;          // Chrome's tabs at the takeover
     std::optional<Burst> human;
     std::optional<Burst> agent;
@@ -174,6 +184,7 @@ class DesktopControl {
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;  // by workspace id; absent: the agent, no viewers
   uint64_t next_request_ = 1;
+  uint64_t last_revision_ = 0;  // the last ControlState::revision given
 };
 
 }  // namespace berth::desktop

@@ -5,55 +5,67 @@
 #include <csetjmp>
 #include <cstdlib>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 #include <jpeglib.h>
-#include <png.h>
+#include <libdeflate.h>
 
 namespace berth::desktop {
 namespace {
 
-// libpng reports errors through a longjmp to the png_struct's jump buffer (png_jmpbuf); the
-// compression runs in a function of its own with only trivially destructible locals, as the
-// JPEG one below. Fast settings for a screen: zlib's fastest level and the Sub filter, which
-// flat areas and text compress well with (about 3x faster than libpng's defaults here, for a
-// PNG a little larger), in one pass into a growing buffer.
-void PngWrite(png_structp png, png_bytep data, size_t length) {
-  auto* out = static_cast<std::string*>(png_get_io_ptr(png));
-  out->append(reinterpret_cast<const char*>(data), length);
+// PNG by hand on libdeflate: the signature, IHDR, one IDAT and IEND. Every row carries the Sub
+// filter (each byte less the one a pixel before), which turns flat areas and text into runs
+// zlib-style compression takes quickly, and libdeflate's fastest level compresses the whole
+// image in one call: about 2.4x faster than libpng and zlib at their fastest on a screen of
+// text, for a PNG about 20% larger (BENCHMARKS.md, "The desktop").
+void AppendBe32(std::string& out, uint32_t v) {
+  const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                     static_cast<char>(v)};
+  out.append(b, 4);
 }
 
-void PngFlush(png_structp) {}
-
-bool CompressPng(const Frame& frame, std::string* out) {
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  if (png == nullptr) return false;
-  png_infop info = png_create_info_struct(png);
-  if (info == nullptr || setjmp(png_jmpbuf(png)) != 0) {
-    png_destroy_write_struct(&png, &info);
-    return false;
-  }
-  png_set_write_fn(png, out, PngWrite, PngFlush);
-  png_set_IHDR(png, info, static_cast<png_uint_32>(frame.size.width), static_cast<png_uint_32>(frame.size.height), 8,
-               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_set_compression_level(png, 1);
-  png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
-  png_write_info(png, info);
-  for (int y = 0; y < frame.size.height; ++y) {
-    auto* row = reinterpret_cast<png_bytep>(const_cast<char*>(frame.rgb.data()) +
-                                            static_cast<size_t>(y) * frame.size.width * 3);
-    png_write_row(png, row);
-  }
-  png_write_end(png, nullptr);
-  png_destroy_write_struct(&png, &info);
-  return true;
+void AppendChunk(std::string& out, const char (&type)[5], const void* data, size_t size) {
+  AppendBe32(out, static_cast<uint32_t>(size));
+  size_t at = out.size();
+  out.append(type, 4);
+  if (size > 0) out.append(static_cast<const char*>(data), size);
+  AppendBe32(out, libdeflate_crc32(0, out.data() + at, size + 4));
 }
 
 Result<std::string> EncodePng(const Frame& frame) {
+  const size_t stride = static_cast<size_t>(frame.size.width) * 3;
+  const size_t rows = static_cast<size_t>(frame.size.height);
+  std::vector<uint8_t> filtered((stride + 1) * rows);
+  const auto* in = reinterpret_cast<const uint8_t*>(frame.rgb.data());
+  for (size_t y = 0; y < rows; ++y) {
+    uint8_t* dst = filtered.data() + y * (stride + 1);
+    const uint8_t* src = in + y * stride;
+    dst[0] = 1;  // Sub
+    std::copy_n(src, std::min<size_t>(3, stride), dst + 1);
+    for (size_t i = 3; i < stride; ++i) dst[1 + i] = static_cast<uint8_t>(src[i] - src[i - 3]);
+  }
+  std::unique_ptr<libdeflate_compressor, decltype(&libdeflate_free_compressor)> compressor(
+      libdeflate_alloc_compressor(1), &libdeflate_free_compressor);
+  if (!compressor) return Fail(ErrorCode::kInternal, "png: out of memory for the compressor");
+  std::vector<uint8_t> zlib(libdeflate_zlib_compress_bound(compressor.get(), filtered.size()));
+  size_t zlib_size = libdeflate_zlib_compress(compressor.get(), filtered.data(), filtered.size(), zlib.data(), zlib.size());
+  if (zlib_size == 0) return Fail(ErrorCode::kInternal, "png: the compressor failed");
+
   std::string out;
-  out.reserve(static_cast<size_t>(frame.size.width) * frame.size.height / 4 + 1024);
-  if (!CompressPng(frame, &out)) return Fail(ErrorCode::kInternal, "png: the encoder failed");
+  out.reserve(zlib_size + 64);
+  out.append("\x89PNG\r\n\x1a\n", 8);
+  uint8_t ihdr[13] = {};
+  for (int i = 0; i < 4; ++i) {
+    ihdr[i] = static_cast<uint8_t>(static_cast<uint32_t>(frame.size.width) >> (24 - 8 * i));
+    ihdr[4 + i] = static_cast<uint8_t>(static_cast<uint32_t>(frame.size.height) >> (24 - 8 * i));
+  }
+  ihdr[8] = 8;  // bits per sample
+  ihdr[9] = 2;  // truecolour (RGB); compression, filter method and interlace are all 0
+  AppendChunk(out, "IHDR", ihdr, sizeof ihdr);
+  AppendChunk(out, "IDAT", zlib.data(), zlib_size);
+  AppendChunk(out, "IEND", nullptr, 0);
   return out;
 }
 

@@ -175,13 +175,6 @@ Result<DomainStats> FakeHypervisor::Stats(const std::string& name) {
   return DomainStats{it->second.cpu_time_ns, static_cast<uint64_t>(it->second.spec.memory_mib) * 1024};
 }
 
-Result<std::string> FakeHypervisor::Screenshot(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  if (auto s = Enter("Screenshot"); !s) return Fail(s.error());
-  if (!domains_.contains(name)) return Fail(ErrorCode::kNotFound, "no domain " + name);
-  return std::string("\x89PNG\r\n\x1a\n", 8);
-}
-
 void FakeHypervisor::SetEventHandler(std::function<void(const DomainEvent&)> handler) {
   std::lock_guard lock(mutex_);
   handler_ = std::move(handler);

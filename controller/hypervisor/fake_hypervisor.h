@@ -24,7 +24,6 @@ class FakeHypervisor : public Hypervisor {
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
   Result<DomainStats> Stats(const std::string& name) override;
-  Result<std::string> Screenshot(const std::string& name) override;
   bool KvmAvailable() override { return kvm_; }
   void SetEventHandler(std::function<void(const DomainEvent&)> handler) override;
 

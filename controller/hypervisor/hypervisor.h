@@ -66,8 +66,6 @@ class Hypervisor {
   // Every domain whose name starts with `prefix`.
   virtual Result<std::vector<DomainInfo>> List(const std::string& prefix) = 0;
   virtual Result<DomainStats> Stats(const std::string& name) = 0;
-  // The VM's screen as PNG bytes.
-  virtual Result<std::string> Screenshot(const std::string& name) = 0;
 
   // True when the hypervisor offers KVM here (libvirt's domcapabilities). Not proof that a
   // guest runs: see kvm_probe.h.

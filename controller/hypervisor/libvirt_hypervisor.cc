@@ -1,6 +1,5 @@
 #include "controller/hypervisor/libvirt_hypervisor.h"
 
-#include <png.h>
 
 #include <cstring>
 
@@ -32,49 +31,6 @@ void EnsureEventLoop() {
 bool LastErrorIs(int code) {
   virErrorPtr err = virGetLastError();
   return err != nullptr && err->code == code;
-}
-
-// Encodes a binary PPM (P6, maxval 255) as PNG. libvirt's QEMU driver screenshots are PPM.
-Result<std::string> PpmToPng(const std::string& ppm) {
-  size_t pos = 0;
-  auto token = [&]() -> std::string {
-    while (pos < ppm.size()) {
-      if (ppm[pos] == '#') {
-        while (pos < ppm.size() && ppm[pos] != '\n') ++pos;
-      } else if (std::isspace(static_cast<unsigned char>(ppm[pos]))) {
-        ++pos;
-      } else {
-        break;
-      }
-    }
-    size_t start = pos;
-    while (pos < ppm.size() && !std::isspace(static_cast<unsigned char>(ppm[pos]))) ++pos;
-    return ppm.substr(start, pos - start);
-  };
-  if (token() != "P6") return Fail(ErrorCode::kInternal, "screenshot is not a P6 PPM");
-  int width = std::atoi(token().c_str());
-  int height = std::atoi(token().c_str());
-  int maxval = std::atoi(token().c_str());
-  ++pos;  // the single whitespace after maxval
-  if (width <= 0 || height <= 0 || width > 16384 || height > 16384 || maxval != 255 ||
-      ppm.size() - pos < static_cast<size_t>(width) * height * 3) {
-    return Fail(ErrorCode::kInternal, "malformed PPM screenshot");
-  }
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  image.width = static_cast<png_uint_32>(width);
-  image.height = static_cast<png_uint_32>(height);
-  image.format = PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&image, nullptr, &size, 0, ppm.data() + pos, 0, nullptr)) {
-    return Fail(ErrorCode::kInternal, fmt::format("png: {}", image.message));
-  }
-  std::string png(size, '\0');
-  if (!png_image_write_to_memory(&image, png.data(), &size, 0, ppm.data() + pos, 0, nullptr)) {
-    return Fail(ErrorCode::kInternal, fmt::format("png: {}", image.message));
-  }
-  png.resize(size);
-  return png;
 }
 
 }  // namespace
@@ -318,39 +274,6 @@ Result<DomainStats> LibvirtHypervisor::Stats(const std::string& name) {
   virDomainInfo info{};
   if (virDomainGetInfo(dom->get(), &info) < 0) return Fail(LibvirtError("info of " + name));
   return DomainStats{info.cpuTime, info.memory};
-}
-
-Result<std::string> LibvirtHypervisor::Screenshot(const std::string& name) {
-  auto dom = Lookup(name);
-  if (!dom) return Fail(dom.error());
-  auto conn = Conn();
-  if (!conn) return Fail(conn.error());
-  Unique<virStream> stream(virStreamNew(conn->get(), 0));
-  if (!stream) return Fail(LibvirtError("stream"));
-  char* mime = virDomainScreenshot(dom->get(), stream.get(), 0, 0);
-  if (mime == nullptr) return Fail(LibvirtError("screenshot " + name));
-  std::string type = mime;
-  free(mime);
-  std::string data;
-  char buf[64 * 1024];
-  // A 4K screen as PPM is ~25 MiB; refuse anything far beyond that from a hostile guest.
-  constexpr size_t kMaxScreenshot = 64u << 20;
-  for (;;) {
-    int n = virStreamRecv(stream.get(), buf, sizeof(buf));
-    if (n < 0) {
-      virStreamAbort(stream.get());
-      return Fail(LibvirtError("screenshot stream"));
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-    if (data.size() > kMaxScreenshot) {
-      virStreamAbort(stream.get());
-      return Fail(ErrorCode::kTooLarge, "screenshot too large");
-    }
-  }
-  virStreamFinish(stream.get());
-  if (type == "image/png") return data;
-  return PpmToPng(data);
 }
 
 bool LibvirtHypervisor::KvmAvailable() {

@@ -54,7 +54,6 @@ class LibvirtHypervisor : public Hypervisor {
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
   Result<DomainStats> Stats(const std::string& name) override;
-  Result<std::string> Screenshot(const std::string& name) override;
   bool KvmAvailable() override;
   std::string LogTail(const std::string& name) override;
   void SetEventHandler(std::function<void(const DomainEvent&)> handler) override;

@@ -21,8 +21,9 @@
 // desktop.html with no session, shows the screen, leaves no ticket in the address bar and
 // cannot take over (berthd's error on the page, control unchanged); a `control` link of
 // another key takes over, pastes into the VM through its ticket, and hands back, and the tab follows both; the
-// agent's request for help is a plain-text banner whose Take over works (the control answer
-// rewritten by the test: berthd does not send the field yet); a workspace without a screen
+// agent's request for help (POST …/desktop/control/request) reaches a page already open, pushed
+// (every read after the page's first waits on ?wait=change), as a plain-text banner whose Take
+// over works, and the hand-back answers it; a workspace without a screen
 // says so, and a stopped one offers Start. No CSP violation or uncaught error, and no serious
 // or critical axe-core finding, on any page, at laptop and phone width. Screenshots go to
 // --screenshots (desktop-*.png).
@@ -363,7 +364,7 @@ async function withScreen(browser, berthd, base, id, screen) {
     (await events(berthd, 'desk')).find((e) => e.type === 'desktop_clipboard_set' && e.actor === other.body.id), 10_000);
   check(linkSet.data?.holder === 'human', `the link's paste event: ${JSON.stringify(linkSet)}`);
   log('the control link pastes into the VM through its ticket');
-  // The signed-in tab sees someone else hold control (it waits on ?wait=release meanwhile).
+  // The signed-in tab sees someone else hold control (berthd answers its ?wait=change).
   await page.locator('.desk-who').filter({ hasText: 'A person' }).waitFor({ timeout: 20_000 });
   await cp.getByRole('button', { name: 'Hand back' }).click();
   await cp.locator('.desk-who').filter({ hasText: 'You are watching' }).waitFor();
@@ -373,29 +374,31 @@ async function withScreen(browser, berthd, base, id, screen) {
   await anon.close();
   await ctx.close();
 
-  // --- Phone width, with the agent asking for help (the control answer rewritten here: the
-  // field is new). Its reason is the agent's text, shown as text.
+  // --- Phone width, open before the agent asks for help: the request reaches the page pushed
+  // (berthd answers the page's ?wait=change), its reason the agent's text, shown as text.
   // In the dark colour scheme, so the page's dark palette is checked (axe-core's contrast) too.
   const phone = await browser.newContext({ viewport: kViewports.phone, isMobile: true, hasTouch: true, colorScheme: 'dark' });
   const pp = await phone.newPage();
   pp.setDefaultTimeout(kStep);
   watchPage(pp, 'phone');
   const reason = 'Please sign in to GitHub <img src=x id=injected> & approve';
-  await pp.route(/\/desktop\/control(\?.*)?$/, async (route) => {
-    try {
-      const r = await route.fetch();
-      const body = await r.json();
-      if (r.ok() && !body.request) body.request = { reason, since: new Date().toISOString() };
-      await route.fulfill({ response: r, json: body });
-    } catch {
-      // The page went away during a long poll (?wait=release).
-    }
-  });
   await signIn(pp, base, berthd.key);
+  const reads = [];
+  const pushed = [];  // the answers to the page's ?wait=change reads
+  pp.on('request', (r) => { if (/\/desktop\/control(\?|$)/.test(r.url()) && r.method() === 'GET') reads.push(new URL(r.url()).search); });
+  pp.on('response', (r) => {
+    if (/\/desktop\/control\?wait=change&revision=\d+/.test(r.url())) pushed.push(r.json().catch(() => null));
+  });
   await pp.goto(`${base}/w/desk/desktop`);
   await checkScreen(pp, 'the phone');
+  await waitFor('the page waiting on ?wait=change', async () => reads.some((q) => q.includes('wait=change')), 10_000);
+  const asked = await berthd.api('POST', '/v1/workspaces/desk/desktop/control/request', { reason });
+  check(asked.status === 200 && asked.body.request?.reason === reason, `the agent's request: ${asked.status} ${JSON.stringify(asked.body)}`);
   const banner = pp.locator('.help-request');
   await banner.waitFor();
+  // Pushed, not polled: the request reached the page as the answer to its ?wait=change.
+  const answers = await Promise.all(pushed);
+  check(answers.some((a) => a?.request?.reason === reason), `no ?wait=change answer carried the request; the page's reads: ${reads.join(' | ')}`);
   const bannerText = await banner.innerText();
   check(bannerText.includes('The agent asks for help:') && bannerText.includes(reason), `the help banner: ${bannerText}`);
   check(await pp.locator('#injected').count() === 0, 'the agent\'s text was parsed as HTML');
@@ -409,10 +412,11 @@ async function withScreen(browser, berthd, base, id, screen) {
   await shot(pp, 'desktop-06-phone-control');
   await pp.getByRole('button', { name: 'Hand back' }).click();
   await pp.locator('.desk-who').filter({ hasText: 'You are watching' }).waitFor();
-  check((await control(berthd, 'desk')).holder === 'agent', 'the phone did not hand back');
-  await pp.unrouteAll({ behavior: 'ignoreErrors' });
+  const answered = await control(berthd, 'desk');
+  check(answered.holder === 'agent' && answered.request === null, `the phone's hand-back did not answer the request: ${JSON.stringify(answered)}`);
+  await banner.waitFor({ state: 'detached' });
   await phone.close();
-  log('the help request is a plain-text banner with Take over');
+  log('the help request, pushed to the open page, is a plain-text banner with Take over; the hand-back answers it');
 
   // --- A workspace without a screen, and a stopped one.
   await makeWorkspace(berthd, 'nodesk');

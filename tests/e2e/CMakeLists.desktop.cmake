@@ -1,8 +1,12 @@
-# The desktop of a real VM (issue 14): one desktop-image guest under the real berthd, shared by
-# every check: the screen at create, Playwright's connectOverCDP through berthd, the agent's
-# click landing on the exact pixel, a view viewer's raw RFB dropped, a takeover's 423s and the
-# person's click, the hand-back's tabs, a private takeover, the clipboard both ways, a cookie
-# across stop and start (see the script's header). Runs beside build-asan/'s compile.
+# The desktop of a real VM (issue 14) and the web UI on it (issue 15): one desktop-image guest
+# under the real berthd, made in the web UI and shared by every check: the live list, the
+# terminal across a reload, a file up and down, a dev server through the Previews tab, the
+# screen at create, Playwright's connectOverCDP through berthd, the agent's click landing on
+# the exact pixel, a view viewer's raw RFB dropped, a takeover's 423s and the person's click,
+# the hand-back's tabs, request_human answered from noVNC in the web UI (its canvas compared
+# with the screenshot API), a lease running out, a private takeover, the clipboard both ways,
+# a cookie across stop and start (see the script's header). Needs web/dist (scripts/setup).
+# Runs beside build-asan/'s compile.
 find_program(BERTH_NODE_E2E node)
 if(NOT BERTH_NODE_E2E)
   set(BERTH_NODE_E2E node)

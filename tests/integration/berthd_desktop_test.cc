@@ -18,6 +18,7 @@
 
 #include "common/unix_time.h"
 #include "common/protocol/exec.h"
+#include "common/v1/time.h"
 #include "tests/integration/desktop_support.h"
 #include "tests/support/mcp_exchange.h"
 #include "tests/support/test_berthd.h"
@@ -367,6 +368,49 @@ TEST_CASE("desktop: the agent waits for a release without polling; a lease runs 
     if (e["type"] == "desktop_control_released") expired = e["data"]["cause"] == "lease_expired";
   }
   CHECK(expired);
+}
+
+TEST_CASE("desktop: a page waits for any change of control (?wait=change&revision=N), pushed, not polled; "
+          "a stale revision answers at once; a lease of the person's own is kept",
+          "[desktop]") {
+  testing::RecordingRfbServer fake;
+  std::string ws = Workspace("fake-change", fake.socket());
+  std::string base = "/v1/workspaces/" + ws + "/desktop/control";
+  json now = Control(ws);
+  REQUIRE(now["revision"].is_number_unsigned());
+  uint64_t seen = now["revision"];
+  auto waiter = std::async(std::launch::async, [&] {
+    return Call(verb::get, fmt::format("{}?wait=change&revision={}&timeout=30s", base, seen));
+  });
+  CHECK(waiter.wait_for(500ms) == std::future_status::timeout);  // nothing changed yet
+  // The agent asks for help: the page hears of it at once.
+  Call(verb::post, base + "/request", json{{"reason", "log in"}});
+  REQUIRE(waiter.wait_for(10s) == std::future_status::ready);
+  json asked = waiter.get();
+  CHECK(asked["request"]["reason"] == "log in");
+  CHECK(asked["revision"] != seen);
+  // A revision the page no longer holds answers at once with the state now.
+  json stale = Call(verb::get, fmt::format("{}?wait=change&revision={}&timeout=30s", base, seen));
+  CHECK(stale["revision"] == asked["revision"]);
+  // A takeover with a lease of its own: lease_expires that far off; too long a lease is a 400.
+  json taken = Call(verb::post, base + "/takeover", json{{"lease_s", 120}});
+  CHECK(taken["revision"] != asked["revision"]);
+  CHECK(v1::ParseTime(taken["lease_expires"].get<std::string>()).value() -
+            v1::ParseTime(taken["since"].get<std::string>()).value() == 120);
+  Call(verb::post, base + "/release", json::object());
+  for (const json& bad : {json{{"lease_s", 0}}, json{{"lease_s", 15 * 60 + 1}}, json{{"lease_s", "60"}}}) {
+    auto r = Berthd().Admin().Json(verb::post, base + "/takeover", bad);
+    INFO(bad.dump());
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kInvalidArgument);
+  }
+  for (const std::string query : {"?wait=change", "?wait=change&revision=x", "?wait=soon", "?wait=change&revision=1&timeout=2h"}) {
+    auto r = Berthd().Admin().Json(verb::get, base + query, json::object());
+    INFO(query);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ErrorCode::kInvalidArgument);
+  }
+  CHECK(Control(ws)["holder"] == "agent");
 }
 
 // --- the agent's eyes and hands --------------------------------------------------------------------

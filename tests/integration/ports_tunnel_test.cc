@@ -23,7 +23,7 @@ using http::bhttp::verb;
 using berth::testing::WaitFor;
 using namespace berth::ports_test;
 
-TEST_CASE("GET /v1/ports lists a listener of this process with its pid", "[ports]") {
+TEST_CASE("GET /v1/ports lists a listener of this process with its pid, and not the agent's own API listener", "[ports]") {
   testing::TestAgent agent;
   Listener v4;
   std::optional<Listener> v6;
@@ -54,6 +54,8 @@ TEST_CASE("GET /v1/ports lists a listener of this process with its pid", "[ports
   }
   CHECK(found);
   CHECK(found6 == v6.has_value());
+  // The agent's own TCP listener (the forward transport's) is no port of the workspace's.
+  for (const auto& p : *ports) CHECK(p.port != agent.tcp_endpoint().port);
   // Sorted by port.
   for (size_t i = 1; i < ports->size(); ++i) CHECK((*ports)[i - 1].port <= (*ports)[i].port);
 

@@ -1,4 +1,6 @@
 // Desktop tickets and control leases on a fake clock (controller/desktop/tickets.h, control.h).
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "common/json.h"
@@ -231,6 +233,71 @@ TEST_CASE("a lease expires by itself and is renewed by the person's input") {
   REQUIRE(Types(events) == std::vector<std::string>{"desktop_control_released"});
   CHECK(events[0].data["cause"] == "lease_expired");
   CHECK(control.Get("ws").holder == Holder::kAgent);
+}
+
+TEST_CASE("a person's own shorter lease is kept through renewals, ends by itself, and is capped at the operator's") {
+  FakeClock clock;
+  DesktopControl control(Options(), clock.Fn());
+  control.ViewerOpened("ws", ViewerMode::kControl);
+  auto taken = control.Takeover("ws", "key_h", "captcha", false, nullptr, std::chrono::seconds(60));
+  REQUIRE(taken);
+  CHECK(taken->state.lease_expires == clock.now + 60);
+  clock.now += 50;
+  (void)control.NoteInput("ws", true, "key_h", 1, 0);  // renews by their 60, not the operator's 900
+  CHECK(control.Get("ws").lease_expires == clock.now + 60);
+  clock.now += 10;
+  REQUIRE(control.Takeover("ws", "key_h", "", false));  // a renewal without a lease keeps theirs
+  CHECK(control.Get("ws").lease_expires == clock.now + 60);
+  clock.now += 60;
+  auto events = control.Tick();
+  auto released = std::find_if(events.begin(), events.end(),
+                               [](const ControlEvent& e) { return e.type == "desktop_control_released"; });
+  REQUIRE(released != events.end());
+  CHECK(released->data["cause"] == "lease_expired");
+  CHECK(control.Get("ws").holder == Holder::kAgent);
+  // More than the operator allows is cut to the operator's lease.
+  auto longer = control.Takeover("ws", "key_h", "", false, nullptr, std::chrono::seconds(100000));
+  REQUIRE(longer);
+  CHECK(longer->state.lease_expires == clock.now + 900);
+  CHECK(control.max_lease() == std::chrono::seconds(900));
+}
+
+TEST_CASE("the revision changes with each takeover, hand-back and help request, never with a lease's renewal, "
+          "and never goes back") {
+  FakeClock clock;
+  DesktopControl control(Options(), clock.Fn());
+  std::vector<uint64_t> seen = {control.Get("ws").revision};
+  auto changed = [&] {
+    uint64_t now = control.Get("ws").revision;
+    bool fresh = std::find(seen.begin(), seen.end(), now) == seen.end();
+    seen.push_back(now);
+    return fresh;
+  };
+  control.ViewerOpened("ws", ViewerMode::kControl);
+  CHECK_FALSE(changed());  // a viewer is no change of control
+  control.RequestHelp("ws", "key_a", "captcha");
+  CHECK(changed());
+  REQUIRE(control.Takeover("ws", "key_h", "", false));
+  CHECK(changed());
+  clock.now += 5;
+  (void)control.NoteInput("ws", true, "key_h", 1, 0);
+  REQUIRE(control.Takeover("ws", "key_h", "", false));  // a renewal
+  CHECK_FALSE(changed());
+  control.Release("ws", "key_h", "done");
+  CHECK(changed());
+  control.RequestHelp("ws", "key_a", "again");
+  CHECK(changed());
+  control.WithdrawHelp("ws", "key_a");
+  CHECK(changed());
+  control.WithdrawHelp("ws", "key_a");  // nothing open: nothing changes
+  CHECK_FALSE(changed());
+  REQUIRE(control.Takeover("ws", "key_h", "", false, nullptr, std::chrono::seconds(10)));
+  CHECK(changed());
+  clock.now += 11;
+  control.Tick();  // the lease ran out
+  CHECK(control.Get("ws").holder == Holder::kAgent);
+  CHECK(changed());
+  CHECK(control.Get("ws").ToJson()["revision"] == control.Get("ws").revision);
 }
 
 TEST_CASE("a takeover ends after the grace period once its control viewers are gone") {

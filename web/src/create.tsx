@@ -32,7 +32,7 @@ export function CreateForm({ onCreated, onCancel }: { onCreated: (w: Workspace) 
       const minutes = Number(s('idle_minutes'));
       if (!Number.isFinite(minutes) || minutes <= 0) throw new Error('Idle timeout: enter a number of minutes above 0');
       body = {
-        name: s('name'), image: s('image') || 'base', size: s('size'),
+        name: s('name'), image: s('image') || 'base', size: s('size'), screen: s('screen'),
         idle_timeout: Math.round(minutes * 60), idle_action: s('idle_action'),
         env: parsePairs(s('env'), 'Environment'), labels: parsePairs(s('labels'), 'Labels'),
       };
@@ -74,6 +74,11 @@ export function CreateForm({ onCreated, onCancel }: { onCreated: (w: Workspace) 
           </select>
         </label>
       </div>
+      <label>Screen <span class="muted">(the desktop's, for a desktop image)</span>
+        <select name="screen" defaultValue="1280x800">
+          {['1280x800', '1024x768', '1366x768', '1440x900', '1920x1080'].map((v) => <option value={v}>{v.replace('x', ' × ')}</option>)}
+        </select>
+      </label>
       <label>Environment <span class="muted">(KEY=VALUE, one a line)</span>
         <textarea name="env" rows={2} spellcheck={false} /></label>
       <label>Labels <span class="muted">(key=value, one a line)</span>

@@ -22,6 +22,8 @@ export interface ControlState {
   lease_expires: string | null;
   reason: string | null;
   private: boolean;
+  /** Changes with every takeover, hand-back and help request; absent from older berthds. */
+  revision?: number;
   /** The agent asking a person for help (request_human); absent from older berthds. */
   request?: { reason?: string | null; since?: string | null; by?: string | null; taken?: unknown } | null;
 }
@@ -39,7 +41,8 @@ export interface DesktopAccess {
   ws: string;
   /** The viewer's WebSocket address for `mode`, or null when this page can open no more. */
   openViewer(mode: Mode): Promise<string | null>;
-  getControl(wait: boolean, signal?: AbortSignal): Promise<ControlState>;
+  /** The control state now (`seen` null), or once it is no longer the state of revision `seen`. */
+  getControl(seen: number | null, signal?: AbortSignal): Promise<ControlState>;
   takeover(isPrivate: boolean): Promise<ControlState>;
   release(note: string): Promise<ControlState>;
   /** Puts text on the guest's clipboard (PUT …/desktop/clipboard): the bytes put there. */
@@ -60,11 +63,12 @@ function socketUrl(ws: string, ticket: string): string {
   return `${scheme}://${window.location.host}${wsPath(ws, '/desktop/vnc')}?ticket=${encodeURIComponent(ticket)}`;
 }
 
-// While the agent holds control nothing can be waited on (berthd's wait is for a release):
-// the state is read again this often, and at once after this page's own changes.
-const kAgentRecheckMs = 10_000;
-// ?wait=release answers at the latest after this, with a fresh lease expiry.
+// ?wait=change answers at the latest after this, with a fresh lease expiry.
 const kWaitTimeout = '60s';
+// berthd's control state pushed: read now, or wait (long-poll) for a change from `seen`.
+function controlPath(seen: number | null): string {
+  return `/desktop/control${seen === null ? '' : `?wait=change&revision=${seen}&timeout=${kWaitTimeout}`}`;
+}
 
 export function sessionAccess(ws: string): DesktopAccess {
   return {
@@ -76,8 +80,7 @@ export function sessionAccess(ws: string): DesktopAccess {
       const t = await call<Ticket>('POST', wsPath(ws, '/desktop/tickets'), { body: { mode } });
       return socketUrl(ws, t.ticket);
     },
-    getControl: (wait, signal) =>
-      call<ControlState>('GET', wsPath(ws, `/desktop/control${wait ? `?wait=release&timeout=${kWaitTimeout}` : ''}`), { signal }),
+    getControl: (seen, signal) => call<ControlState>('GET', wsPath(ws, controlPath(seen)), { signal }),
     takeover: (isPrivate) => call<ControlState>('POST', wsPath(ws, '/desktop/control/takeover'), { body: { private: isPrivate } }),
     release: (note) => call<ControlState>('POST', wsPath(ws, '/desktop/control/release'), { body: note ? { note } : {} }),
     setClipboard: async (text) => (await call<{ bytes: number }>('PUT', wsPath(ws, '/desktop/clipboard'), { body: { text } })).bytes,
@@ -126,7 +129,7 @@ export function linkAccess(ws: string, ticket: string, mode: Mode): DesktopAcces
       used = true;
       return socketUrl(ws, ticket);
     },
-    getControl: (wait, signal) => send<ControlState>('GET', `/desktop/control${wait ? `?wait=release&timeout=${kWaitTimeout}` : ''}`, undefined, signal),
+    getControl: (seen, signal) => send<ControlState>('GET', controlPath(seen), undefined, signal),
     takeover: (isPrivate) => send<ControlState>('POST', '/desktop/control/takeover', { private: isPrivate }),
     release: (note) => send<ControlState>('POST', '/desktop/control/release', note ? { note } : {}),
     setClipboard: async (text) => (await send<{ bytes: number }>('PUT', '/desktop/clipboard', { text })).bytes,
@@ -292,34 +295,34 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
     if (r) r.viewOnly = viewOnly;
   }, [viewOnly, conn]);
 
-  // Who controls: read now, then wait for a release while a person holds it (berthd answers
-  // at the release or after kWaitTimeout), and look again every kAgentRecheckMs otherwise.
+  // Who controls, pushed: read now, then wait on berthd (?wait=change) for the next change from
+  // the revision shown; berthd answers at the change, or after kWaitTimeout with a fresh lease.
   useEffect(() => {
     if (!running) return;
     if (access.kind === 'link' && !connected) return;  // the ticket opens these routes only while its viewer is open
     const abort = new AbortController();
     let timer = 0;
     let failures = 0;
-    const loop = async (wait: boolean) => {
+    const loop = async (seen: number | null) => {
       if (abort.signal.aborted) return;
       try {
-        const s = await access.getControl(wait, abort.signal);
+        const s = await access.getControl(seen, abort.signal);
         if (abort.signal.aborted) return;
         failures = 0;
         setControl(s);
         setControlError(null);
-        if (s.holder === 'human') void loop(true);
-        else timer = window.setTimeout(() => void loop(false), kAgentRecheckMs);
+        if (s.revision === undefined) timer = window.setTimeout(() => void loop(null), 10_000);  // a berthd without ?wait=change
+        else void loop(s.revision);
       } catch (e) {
         if (abort.signal.aborted) return;
         const status = (e as { status?: number }).status;
         if (status === 401 && access.kind === 'session') return;
         failures += 1;
         setControlError(`Who holds control is not known: ${errorMessage(e)}`);
-        timer = window.setTimeout(() => void loop(false), backoffMs(failures));
+        timer = window.setTimeout(() => void loop(null), backoffMs(failures));
       }
     };
-    void loop(false);
+    void loop(null);
     return () => {
       abort.abort();
       window.clearTimeout(timer);

@@ -2,6 +2,7 @@
 …/takeover, …/release, …/tickets), against berthd as it answers on the unix transport."""
 
 import time
+from datetime import datetime
 
 import pytest
 
@@ -43,6 +44,12 @@ def test_desktop_control_take_over_and_release(ws):
     assert ws.desktop.control().holder == "human"
     c = ws.desktop.release(note="logged in")
     assert c.holder == "agent"
+    # A lease of the person's own: berthd's lease_expires is that far off.
+    c = ws.desktop.take_over(lease=60)
+    since = datetime.fromisoformat(c.since.replace("Z", "+00:00"))
+    expires = datetime.fromisoformat(c.lease_expires.replace("Z", "+00:00"))
+    assert 59 <= (expires - since).total_seconds() <= 61
+    ws.desktop.release()
     # Nobody holds it: wait_release answers at once.
     assert ws.desktop.wait_release(timeout=5).holder == "agent"
 

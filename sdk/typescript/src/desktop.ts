@@ -428,11 +428,13 @@ export class Desktop {
   }
 
   /** A person takes control (a lease renewed by their input); `private`: the agent may not
-   * read the screen meanwhile. ConflictError while someone else holds it. */
-  takeOver(options: CallOptions & { private?: boolean; reason?: string } = {}): Promise<DesktopControl> {
-    const { private: isPrivate, reason, ...call } = options;
+   * read the screen meanwhile; `leaseMs`: a lease of their own, shorter than the operator's
+   * (15 min), in whole seconds. ConflictError while someone else holds it. */
+  takeOver(options: CallOptions & { private?: boolean; reason?: string; leaseMs?: number } = {}): Promise<DesktopControl> {
+    const { private: isPrivate, reason, leaseMs, ...call } = options;
     const body: Record<string, unknown> = { private: isPrivate ?? false };
     if (reason !== undefined) body.reason = reason;
+    if (leaseMs !== undefined) body.lease_s = Math.max(1, Math.round(leaseMs / 1000));
     return this.client.json<DesktopControl>({
       method: 'POST', path: wsPath(this.ws, '/desktop/control/takeover'), json: body, ...call,
     });

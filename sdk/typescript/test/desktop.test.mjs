@@ -141,6 +141,11 @@ describe('desktop screen', () => {
       assert.equal((await ws.desktop.release({ note: 'done' })).holder, 'agent');
     }
     assert.equal((await ws.desktop.type('back')).done, 1);
+    // A lease of the person's own: berthd's lease_expires is that far off.
+    const short = await ws.desktop.takeOver({ leaseMs: 60_000 });
+    const lasts = (Date.parse(short.lease_expires) - Date.parse(short.since)) / 1000;
+    assert.ok(lasts >= 59 && lasts <= 61, `a 60 s lease lasts ${lasts} s`);
+    await ws.desktop.release();
   });
 
   test('the SDK refuses what berthd would, without calling it', async () => {

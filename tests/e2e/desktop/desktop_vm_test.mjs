@@ -1,19 +1,31 @@
-// End to end: the desktop of a real VM (issue 14, "Tests"), one desktop-image guest booted by the
-// real berthd (KVM when it works, TCG otherwise), shared by every check:
-//  - the screen size chosen at create (1024x768) is the screen: a screenshot through the API is a
-//    PNG of that size, and not blank
+// End to end: the desktop of a real VM (issue 14, "Tests") and the web UI on it (issue 15,
+// "Tests"), one desktop-image guest booted by the real berthd (KVM when it works, TCG otherwise),
+// shared by every check:
+//  - a person signs in to the web UI and creates the workspace there (desktop image, medium, the
+//    screen 1024x768); the list shows it reach running without a reload
+//  - its terminal: `echo hi` shows hi; after a reload the same shell, its output replayed with no
+//    stray escape codes, and a working prompt; a 300 KiB file uploaded in the Files tab downloads
+//    back byte-identical; a dev server started in the terminal opens from the Previews tab
+//  - the screen size chosen at create is the screen: a screenshot through the API is a PNG of
+//    that size, and not blank
 //  - Playwright's connectOverCDP through …/desktop/cdp opens a page in the guest's Chrome and
 //    reads its title; the page records every mouse press, which proves where input arrives
 //  - the agent's click through the actions API reaches the page; a viewer with a `view` ticket
-//    sending raw RFB pointer events reaches nothing
+//    sending raw RFB pointer and key events reaches nothing, and its used ticket opens nothing
 //  - a person takes over: the agent's click is a 423, the DevTools click fails with berthd's
 //    error, title() and screenshots still work; a `control` viewer's raw RFB click reaches the
 //    page; the hand-back lists Chrome's tabs before and after; after it the agent clicks again
 //  - the clipboard: Unicode put through the API is read back and pasted into Chrome by ctrl+v
+//  - the agent's request_human (MCP, berthd's /mcp) gives a link; the signed-in person
+//    opens it, sees the request and noVNC showing the VM's screen (compared with the screenshot
+//    API's), takes over, clicks the page through noVNC, and hands back with a note, which is
+//    request_human's answer; the Timeline tab shows the file, the preview and the takeover
+//  - a takeover with a lease of its own (lease_s: 3) ends by itself
 //  - a private takeover refuses screenshots (423) and closes the DevTools tunnel
 //  - a cookie set in Chrome survives stop and start; Chrome comes back by itself after the start
 // Needs root, libvirt, the desktop image (built on first use: images/build desktop), chromium
-// and tests/browser's packages (scripts/setup). Exit 0 PASS, 1 FAIL, 77 SKIP.
+// and tests/browser's packages (scripts/setup). Exit 0 PASS, 1 FAIL, 77 SKIP. Screenshots of the
+// web UI go to BERTH_E2E_OUT (build/e2e): e2e-*.png.
 //
 // In CTest as e2e_desktop. Input that at random never arrived (a first click, a ctrl+v) had one
 // cause, found here: QEMU drops what it has not yet read from a client that hung up, so berthd's
@@ -22,6 +34,7 @@
 // By hand:
 //   BERTHD_BIN=build/controller/berthd node tests/e2e/desktop/desktop_vm_test.mjs
 import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,11 +46,14 @@ const require = createRequire(path.join(repo, 'tests', 'browser', 'package.json'
 const { chromium } = require('playwright-core');
 // pngjs, as playwright-core bundles it (exported for its own screenshot comparisons).
 const { PNG } = require('playwright-core/lib/utilsBundle');
+import { lines, shot as shotIn, signIn, waitForText } from '../../browser/webui_lib.mjs';
 
 const T = 'e2e_desktop';
 const BERTHD = process.env.BERTHD_BIN || path.join(repo, 'build/controller/berthd');
 const AGENT = process.env.BERTH_AGENT_BIN || path.join(repo, 'build/guest-agent/berth-agent');
 const IMAGES_DATA = process.env.BERTH_DATA || '/var/lib/berth';
+// Screenshots of the web UI on the real VM, and the screen at a failure.
+const out = process.env.BERTH_E2E_OUT || path.join(repo, 'build', 'e2e');
 const SCREEN = { width: 1024, height: 768 };
 const t0 = Date.now();
 const log = (m) => process.stderr.write(`${T} [${Math.round((Date.now() - t0) / 1000)} s]: ${m}\n`);
@@ -87,6 +103,18 @@ function colourBox(png, [r, g, b]) {
   return x1 < 0 ? null : { x: x0, y: y0, width: x1 - x0 + 1, height: y1 - y0 + 1 };
 }
 
+// How many pixels of two decoded images of one size differ by more than `tolerance` in any
+// channel, as a fraction of all.
+function differing(a, b, tolerance = 24) {
+  check(a.width === b.width && a.height === b.height, `${a.width}x${a.height} against ${b.width}x${b.height}`);
+  let n = 0;
+  for (let i = 0; i < a.data.length; i += 4) {
+    if (Math.abs(a.data[i] - b.data[i]) > tolerance || Math.abs(a.data[i + 1] - b.data[i + 1]) > tolerance ||
+        Math.abs(a.data[i + 2] - b.data[i + 2]) > tolerance) n++;
+  }
+  return n / (a.width * a.height);
+}
+
 function pngSize(buf) {
   check(buf.length > 24 && buf.subarray(1, 4).toString() === 'PNG', 'not a PNG');
   return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
@@ -97,12 +125,14 @@ const kPageColour = [0x33, 0xbb, 0x66];
 const kPage = `<!doctype html><title>berth-e2e-desktop</title>
 <style>html,body{margin:0;height:100%;background:#3b6}</style>
 <body><h1 style="font:48px sans-serif">press anywhere</h1><textarea id="t" style="margin:0 16px;width:300px;height:40px"></textarea>
-<script>window.presses = 0; window.moves = 0;
+<script>window.presses = 0; window.moves = 0; window.keys = 0;
+document.addEventListener('keydown', () => { window.keys++; });
 document.addEventListener('mousedown', (e) => { window.presses++; window.down = [e.clientX, e.clientY]; });
 document.addEventListener('mousemove', (e) => { window.moves++; window.last = [e.screenX, e.screenY]; });</script></body>`;
 
 // A raw RFB viewer in a page of berthd's own origin (so the WebSocket's Origin is berthd's):
-// handshake, then a press and release at (x, y). Returns once the events are sent.
+// handshake, then a press and release at (x, y) and a key ('x'). Returns once the events are
+// sent; throws when berthd refuses the WebSocket or closes it.
 async function rfbClick(viewerPage, url, x, y) {
   return viewerPage.evaluate(async ({ url, x, y }) => {
     const sock = new WebSocket(url, ['binary']);
@@ -152,6 +182,7 @@ async function rfbClick(viewerPage, url, x, y) {
     sock.send(pointer(1));
     await new Promise((r) => setTimeout(r, 150));
     sock.send(pointer(0));
+    for (const down of [1, 0]) sock.send(new Uint8Array([4, down, 0, 0, 0, 0, 0, 0x78]));  // KeyEvent 'x'
     await new Promise((r) => setTimeout(r, 1000));
     sock.close();
   }, { url, x, y });
@@ -163,6 +194,7 @@ async function main() {
     return 77;
   }
   for (const bin of [BERTHD, AGENT]) check(fs.existsSync(bin), `${bin} is missing (build first)`);
+  check(fs.existsSync(path.join(repo, 'web', 'dist', 'index.html')), 'web/dist is missing: build it (scripts/setup, or npm run build in web/)');
   spawnSync(`${repo}/images/lib/ensure-libvirt`, { stdio: 'inherit' });
   const built = spawnSync(`${repo}/images/build`, ['desktop', '--data', IMAGES_DATA, '--agent', AGENT], { stdio: 'inherit' });
   check(built.status === 0, 'images/build desktop failed');
@@ -173,6 +205,7 @@ async function main() {
   const config = path.join(data, 'config.json');
   fs.writeFileSync(config, JSON.stringify({
     listen: '127.0.0.1:0', data_dir: data, images_dir: path.join(IMAGES_DATA, 'images'), accel: accel(), stop_grace_s: 60,
+    web_root: path.join(repo, 'web', 'dist'),
   }));
   const logFd = fs.openSync(path.join(data, 'berthd.log'), 'a');
   const berthd = spawn(BERTHD, ['--config', config], { stdio: ['ignore', logFd, logFd] });
@@ -204,14 +237,96 @@ async function main() {
     ran = `accel ${health.accel}, transport ${health.transport}`;
     log(`berthd at ${url}: ${ran}`);
 
-    // --- boot, with the screen chosen at create --------------------------------------------------
-    const made = await ok('POST', '/v1/workspaces', {
-      name: 'desk', image: 'desktop', cpus: 2, memory_mib: 2048, screen: `${SCREEN.width}x${SCREEN.height}`,
-    });
+    // --- a person creates the workspace in the web UI, the screen chosen there, and watches it
+    // boot without reloading -----------------------------------------------------------------------
+    local = await chromium.launch({ executablePath: process.env.BERTH_CHROMIUM || '/usr/bin/chromium', headless: true, chromiumSandbox: false });
+    const ui = await local.newPage({ viewport: { width: 1366, height: 1000 } });
+    ui.setDefaultTimeout(60_000);
+    const uiShot = (name) => shotIn(ui, out, name);
+    await signIn(ui, url, key);
+    await ui.evaluate(() => { window.__noReload = 'still-here'; });
+    await ui.getByRole('button', { name: 'New workspace' }).click();
+    const dialog = ui.getByRole('dialog');
+    await dialog.getByLabel('Name').fill('desk');
+    await dialog.getByLabel('Image', { exact: true }).fill('desktop');
+    await dialog.getByLabel('Size').selectOption('medium');
+    await dialog.getByLabel('Screen').selectOption(`${SCREEN.width}x${SCREEN.height}`);
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    const made = await until('the workspace made', async () => {
+      const r = await api('GET', '/v1/workspaces/desk');
+      return r.status === 200 ? r.body : null;
+    }, 30_000, 300);
     ws = made.id;
-    check(made.screen === `${SCREEN.width}x${SCREEN.height}`, `the workspace's screen: ${made.screen}`);
-    await ok('POST', `/v1/workspaces/${ws}/wait`, { state: 'running', timeout_s: 900 });
-    log('running');
+    check(made.screen === `${SCREEN.width}x${SCREEN.height}` && made.cpus === 2, `the workspace made in the web UI: ${JSON.stringify(made)}`);
+    const row = ui.locator('tr[data-workspace="desk"]');
+    await row.getByText('running', { exact: true }).waitFor({ timeout: 900_000 });
+    check(await ui.evaluate(() => window.__noReload) === 'still-here', 'the page reloaded while the workspace booted');
+    await uiShot('e2e-01-running');
+    log('made in the web UI; the list showed it reach running, live');
+
+    // --- the web UI on the real VM: a terminal that survives a reload, a file up and down, a dev
+    // server opened from the Previews tab --------------------------------------------------------------
+    await row.getByRole('link', { name: 'desk' }).click();
+    await ui.locator('.term-pane .term-status', { hasText: 'connected' }).waitFor();
+    await waitForText(ui, 'a prompt', (t) => /[$#>]\s*$/m.test(lines(t).filter(Boolean).join('\n')), { timeout: 120_000 });
+    await ui.locator('.term-host').first().click();
+    await ui.keyboard.type('echo hi');
+    await ui.keyboard.press('Enter');
+    await waitForText(ui, '"hi" on a line of its own', (t) => lines(t).some((l) => l.trim() === 'hi'));
+    await ui.reload();
+    await ui.locator('.term-pane .term-status', { hasText: 'connected' }).waitFor();
+    const replayed = await waitForText(ui, 'the replay of "echo hi"', (t) => lines(t).some((l) => l.trim() === 'hi'));
+    check(!/\[\?|\x1b|\^\[/.test(replayed), `stray escape codes after the replay:\n${replayed}`);
+    await ui.locator('.term-host').first().click();
+    // A dev server, started from the terminal as a person would.
+    await ui.keyboard.type("mkdir -p /tmp/site && echo '<title>app</title><h1>hello from the vm</h1>' > /tmp/site/index.html && " +
+                           '(cd /tmp/site && setsid python3 -m http.server 8765 >/dev/null 2>&1 &) && echo again-$((40+2))');
+    await ui.keyboard.press('Enter');
+    await waitForText(ui, 'the prompt to work after the reload', (t) => lines(t).some((l) => l.trim() === 'again-42'));
+    await uiShot('e2e-02-terminal');
+    log('the terminal: echo hi, the same shell after a reload with its output replayed, a prompt that works');
+
+    const payload = crypto.randomBytes(300 * 1024);
+    const upload = path.join(data, 'upload.bin');
+    fs.writeFileSync(upload, payload);
+    await ui.getByRole('link', { name: 'Files' }).click();
+    await ui.getByLabel('Go to').fill('/workspace');
+    await ui.getByRole('button', { name: 'Open', exact: true }).click();
+    await ui.getByLabel('Files to upload').setInputFiles(upload);
+    const fileRow = ui.locator('tr[data-file="upload.bin"]');
+    await fileRow.waitFor();
+    const [download] = await Promise.all([
+      ui.waitForEvent('download'),
+      fileRow.getByRole('link', { name: 'Download upload.bin' }).click(),
+    ]);
+    const got = fs.readFileSync(await download.path());
+    check(Buffer.compare(got, payload) === 0, `the download differs: ${got.length} bytes, not ${payload.length}`);
+    await uiShot('e2e-03-files');
+    log('a 300 KiB file uploaded to the VM and downloaded back, byte-identical');
+
+    await ui.getByRole('link', { name: 'Previews' }).click();
+    const portRow = ui.locator('.previews table.list').first().locator('tr', { has: ui.getByRole('cell', { name: '8765', exact: true }) });
+    await until('port 8765 among the listening ports', async () => {
+      await ui.locator('.previews .toolbar').getByRole('button', { name: 'Refresh' }).click();
+      return portRow.first().waitFor({ timeout: 10_000 }).then(() => true, () => false);
+    }, 90_000, 1000).catch(async (e) => {
+      await uiShot('e2e-04-previews-failed');
+      const shown = await ui.locator('main').innerText().catch((err) => err.message);
+      log(`the page: ${ui.url()}\n${shown.slice(0, 3000)}`);
+      const ports = await api('GET', `/v1/workspaces/${ws}/ports`);
+      const ps = await api('POST', `/v1/workspaces/${ws}/exec`, { cmd: ['sh', '-c', 'ps -eo user,pid,args | grep -v grep | grep -E "http.server|bash"; ls -la /tmp/site'] });
+      throw new Failure(`${e.message}; GET ports: ${JSON.stringify(ports.body).slice(0, 1500)}; in the guest: ${JSON.stringify(ps.body).slice(0, 1500)}`);
+    });
+    const [tab] = await Promise.all([
+      ui.context().waitForEvent('page'),
+      portRow.first().getByRole('button', { name: 'Open', exact: true }).click(),
+    ]);
+    await tab.getByRole('heading', { name: 'hello from the vm' }).waitFor();
+    const opened = new URL(tab.url());
+    check(opened.hostname === '8765-desk.preview.localhost' && opened.search === '', `the preview opened at ${tab.url()}`);
+    await tab.close();
+    await uiShot('e2e-04-previews');
+    log("the guest's dev server opened from the Previews tab");
     const cdp = `${url}/v1/workspaces/${ws}/desktop/cdp`;
     const auth = { Authorization: `Bearer ${key}` };
     const version = await until("Chrome's DevTools through berthd", async () => {
@@ -281,14 +396,19 @@ async function main() {
     log('the clipboard: Unicode set through the API, read back, and pasted into Chrome by ctrl+v');
 
     // A watching viewer's raw RFB click reaches nothing.
-    local = await chromium.launch({ executablePath: process.env.BERTH_CHROMIUM || '/usr/bin/chromium', headless: true, chromiumSandbox: false });
     const viewer = await local.newPage();
     await viewer.goto(`${url}/v1/health`);
     const ticket = async (mode) => (await ok('POST', `/v1/workspaces/${ws}/desktop/tickets`, { mode })).url;
-    await rfbClick(viewer, await ticket('view'), at.x, at.y);
+    const viewUrl = await ticket('view');
+    const keysBefore = await page.evaluate(() => window.keys);  // the agent's ctrl+v among them
+    await rfbClick(viewer, viewUrl, at.x, at.y);
     await sleep(2000);
     check(await presses() === 1, 'a view viewer\'s click reached the page');
-    log("a view viewer's raw RFB click was dropped");
+    check(await page.evaluate(() => window.keys) === keysBefore, "a view viewer's key reached the page");
+    check(await page.evaluate(() => document.getElementById('t').value) === clip, "a view viewer's key was typed");
+    const reused = await rfbClick(viewer, viewUrl, at.x, at.y).then(() => 'opened', (e) => e.message);
+    check(reused !== 'opened', 'a used ticket opened a second viewer');
+    log(`a view viewer's raw RFB click and key were dropped; its used ticket opens nothing (${reused})`);
 
     // --- a person takes over -----------------------------------------------------------------------
     const taken = await ok('POST', `/v1/workspaces/${ws}/desktop/control/takeover`, { reason: 'e2e' });
@@ -312,6 +432,89 @@ async function main() {
     await ok('POST', `/v1/workspaces/${ws}/desktop/actions`, { actions: [{ type: 'click', x: at.x, y: at.y }] });
     await until("the agent's click after the hand-back", async () => (await presses()) === 3, 30_000, 300);
     log('after the hand-back (tabs before and after listed) the agent clicks again');
+
+    // --- the agent asks for a person (MCP request_human on berthd's /mcp); the person opens the
+    // link it gives in the web UI, sees the VM's screen in noVNC, takes over, clicks and hands back
+    // with a note, which is the agent's answer ----------------------------------------------------
+    const mcp = async (body, session) => {
+      const r = await fetch(`${url}/mcp`, {
+        method: 'POST', body: JSON.stringify(body),
+        headers: { ...auth, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...(session ? { 'Mcp-Session-Id': session } : {}) },
+      });
+      const text = await r.text();
+      check(r.status === 200, `/mcp ${body.method}: ${r.status} ${text.slice(0, 300)}`);
+      // A JSON body, or the one SSE event (`data: {...}`) a tools/call may answer with.
+      const sse = (r.headers.get('content-type') || '').includes('text/event-stream');
+      const data = sse ? text.split('\n').find((l) => l.startsWith('data:')).slice(5) : text;
+      return { session: r.headers.get('mcp-session-id'), body: JSON.parse(data) };
+    };
+    const { session } = await mcp({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } });
+    const reason = 'e2e: click the green page, then hand back';
+    const asked = mcp({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'request_human', arguments: { workspace: ws, reason, timeout_s: 600 } } }, session);
+    asked.catch(() => {});
+    const requested = await until('the help request on the timeline', async () =>
+      (await ok('GET', `/v1/workspaces/${ws}/events?type=desktop_help_requested&limit=10`)).events.at(-1), 30_000, 500);
+    const link = requested.data?.url ?? '';
+    check(link === `${url}/w/${ws}/desktop`, `the link request_human gives: ${link}`);
+    const person = ui;
+    await person.goto(link);
+    await person.locator('.help-request').filter({ hasText: reason }).waitFor();
+    await person.locator('.desk-conn.connected').waitFor();
+    // noVNC's canvas shows the VM's screen: the screenshot API's image, pixel for pixel but for a
+    // few (a caret's blink, a 16-bit screen's rounding), with the guest's page where it is.
+    const canvasPng = async () => {
+      const data = await person.evaluate(() => {
+        const c = document.querySelector('.desk-screen canvas');
+        return c && c.width ? c.toDataURL('image/png') : null;
+      });
+      return data ? PNG.sync.read(Buffer.from(data.split(',')[1], 'base64')) : null;
+    };
+    let lastDiff = null;
+    const matched = await until("noVNC's canvas to show what a screenshot shows", async () => {
+      const seen = await canvasPng();
+      if (!seen || seen.width !== SCREEN.width) return null;
+      const r = await api('GET', `/v1/workspaces/${ws}/desktop/screenshot`);
+      if (r.status !== 200) return null;
+      lastDiff = differing(seen, PNG.sync.read(r.body));
+      const where = colourBox(seen, kPageColour);
+      return lastDiff < 0.01 && where && where.x === box.x && where.y === box.y ? { diff: lastDiff, where } : null;
+    }, 60_000, 1000).catch((e) => { throw new Failure(`${e.message} (last: ${lastDiff} of the pixels differ)`); });
+    log(`noVNC in Chromium shows the VM's screen: ${(matched.diff * 100).toFixed(2)}% of its pixels differ from the screenshot API's`);
+    await uiShot('e2e-05-desktop-request');
+    await person.getByRole('button', { name: 'Take over', exact: true }).first().click();
+    await person.locator('.desk-who').filter({ hasText: 'You have control' }).waitFor();
+    await person.locator('.desktop[data-mode="control"] .desk-conn.connected').waitFor();
+    const screen = person.locator('.desk-screen canvas');
+    const shown = await screen.boundingBox();
+    await screen.click({ position: { x: (at.x + 0.5) * shown.width / SCREEN.width, y: (at.y + 0.5) * shown.height / SCREEN.height } });
+    await until("the person's click through noVNC on the page", async () => (await presses()) === 4, 30_000, 300);
+    const personDown = await page.evaluate(() => window.down);
+    const slack = Math.ceil(SCREEN.width / shown.width) + 1;
+    check(Math.abs(personDown[0] - (at.x - box.x)) <= slack && Math.abs(personDown[1] - (at.y - box.y)) <= slack,
+          `the person's press landed at ${JSON.stringify(personDown)} in the page, not ${at.x - box.x},${at.y - box.y}`);
+    await uiShot('e2e-06-desktop-control');
+    await person.getByLabel('Note for the agent (optional)').fill('clicked it; over to you');
+    await person.getByRole('button', { name: 'Hand back' }).click();
+    const answer = (await asked).body.result;
+    check(answer?.structuredContent?.answered === true && answer.structuredContent.handback?.note === 'clicked it; over to you',
+          `request_human's answer: ${JSON.stringify(answer).slice(0, 1000)}`);
+    // Each of the person's actions is on the workspace's timeline, in the web UI.
+    await person.getByRole('link', { name: 'Timeline' }).click();
+    for (const type of ['created', 'started', 'file_written', 'preview_opened', 'desktop_help_requested', 'desktop_control_taken', 'desktop_control_released']) {
+      await person.locator(`.ev[data-event-type="${type}"]`).first().waitFor({ timeout: 30_000 })
+        .catch(() => { throw new Failure(`the Timeline tab shows no ${type} event`); });
+    }
+    await uiShot('e2e-07-timeline');
+    await person.goto(`${url}/`);
+    log("request_human: the person opened its link, saw the screen, took over, clicked the page through noVNC and handed back; the note is the agent's answer");
+
+    // --- a lease of the person's own runs out by itself -----------------------------------------------
+    const short = await ok('POST', `/v1/workspaces/${ws}/desktop/control/takeover`, { reason: 'a short lease', lease_s: 3 });
+    check(short.holder === 'human' && short.lease_expires, `a takeover with lease_s: ${JSON.stringify(short)}`);
+    await until('the lease to run out', async () => (await ok('GET', `/v1/workspaces/${ws}/desktop/control`)).holder === 'agent', 30_000, 500);
+    const ended = (await ok('GET', `/v1/workspaces/${ws}/events?type=desktop_control_released&limit=10`)).events.at(-1);
+    check(ended?.data?.cause === 'lease_expired', `the release when the lease ran out: ${JSON.stringify(ended)}`);
+    log('a 3 s lease ran out by itself');
 
     // --- a private takeover --------------------------------------------------------------------------
     const gone = new Promise((r) => browser.once('disconnected', r));
@@ -342,7 +545,7 @@ async function main() {
     log('the cookie survived stop and start; Chrome came back by itself');
 
     const types = (await ok('GET', `/v1/workspaces/${ws}/events?limit=1000`)).events.map((e) => e.type);
-    for (const t of ['desktop_cdp_opened', 'desktop_control_taken', 'desktop_control_released', 'desktop_input']) {
+    for (const t of ['desktop_cdp_opened', 'desktop_control_taken', 'desktop_control_released', 'desktop_input', 'desktop_help_requested']) {
       check(types.includes(t), `no ${t} event on the timeline`);
     }
     console.log(`PASS ${T} (${ran}) in ${Math.round((Date.now() - t0) / 1000)} s`);
@@ -351,7 +554,6 @@ async function main() {
     console.log(`FAIL ${T} (${ran}): ${e instanceof Failure ? e.message : e.stack}`);
     try {
       if (ws) {
-        const out = process.env.BERTH_E2E_OUT || path.join(repo, 'build', 'e2e');
         fs.mkdirSync(out, { recursive: true });
         const r = await api('GET', `/v1/workspaces/${ws}/desktop/screenshot`);
         if (r.status === 200) fs.writeFileSync(path.join(out, 'desktop-failure.png'), r.body);

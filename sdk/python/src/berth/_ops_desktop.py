@@ -231,10 +231,12 @@ class DesktopOps(CoreBase):
         return DesktopControl.from_json(j)
 
     def desktop_takeover(self, ws: str, private: bool, reason: Optional[str],
-                         deadline: Deadline) -> Op[DesktopControl]:
+                         lease: Optional[int], deadline: Deadline) -> Op[DesktopControl]:
         body: Json = {"private": private}
         if reason is not None:
             body["reason"] = reason
+        if lease is not None:
+            body["lease_s"] = lease
         # Taking over again as the same key renews the lease: safe to send again.
         j = yield from self.call(Request("POST", self.ws_path(ws, "/desktop/control/takeover"),
                                          f"take over the desktop of {ws}", json=body,

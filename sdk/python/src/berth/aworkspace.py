@@ -526,11 +526,13 @@ class AsyncDesktop:
             self._ws.id, timeout, _core.Deadline(request_timeout or timeout + 30.0)))
 
     async def take_over(self, private: bool = False, reason: Optional[str] = None,
+                  lease: Optional[int] = None,
                   request_timeout: Optional[float] = None) -> DesktopControl:
         """A person takes control (a lease, renewed by their input); private: the agent may
-        not read the screen meanwhile. ConflictError while someone else holds it."""
+        not read the screen meanwhile; lease: seconds of their own, shorter than the
+        operator's (15 min). ConflictError while someone else holds it."""
         conn = self._ws._conn
-        return await conn.run(conn.core.desktop_takeover(self._ws.id, private, reason,
+        return await conn.run(conn.core.desktop_takeover(self._ws.id, private, reason, lease,
                                                    conn.core.deadline(request_timeout)))
 
     async def release(self, note: Optional[str] = None,

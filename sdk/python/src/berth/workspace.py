@@ -525,11 +525,13 @@ class Desktop:
             self._ws.id, timeout, _core.Deadline(request_timeout or timeout + 30.0)))
 
     def take_over(self, private: bool = False, reason: Optional[str] = None,
+                  lease: Optional[int] = None,
                   request_timeout: Optional[float] = None) -> DesktopControl:
         """A person takes control (a lease, renewed by their input); private: the agent may
-        not read the screen meanwhile. ConflictError while someone else holds it."""
+        not read the screen meanwhile; lease: seconds of their own, shorter than the
+        operator's (15 min). ConflictError while someone else holds it."""
         conn = self._ws._conn
-        return conn.run(conn.core.desktop_takeover(self._ws.id, private, reason,
+        return conn.run(conn.core.desktop_takeover(self._ws.id, private, reason, lease,
                                                    conn.core.deadline(request_timeout)))
 
     def release(self, note: Optional[str] = None,
