@@ -11,7 +11,8 @@
 //  - Playwright's connectOverCDP through …/desktop/cdp opens a page in the guest's Chrome and
 //    reads its title; the page records every mouse press, which proves where input arrives
 //  - the agent's click through the actions API reaches the page; a viewer with a `view` ticket
-//    sending raw RFB pointer and key events reaches nothing, and its used ticket opens nothing
+//    sending raw RFB pointer and key events reaches nothing, its used ticket opens nothing, and
+//    its ticket cannot take over
 //  - a person takes over: the agent's click is a 423, the DevTools click fails with berthd's
 //    error, title() and screenshots still work; a `control` viewer's raw RFB click reaches the
 //    page; the hand-back lists Chrome's tabs before and after; after it the agent clicks again
@@ -409,6 +410,21 @@ async function main() {
     const reused = await rfbClick(viewer, viewUrl, at.x, at.y).then(() => 'opened', (e) => e.message);
     check(reused !== 'opened', 'a used ticket opened a second viewer');
     log(`a view viewer's raw RFB click and key were dropped; its used ticket opens nothing (${reused})`);
+    // A view link's page cannot take over, whatever it sends: its ticket, while its viewer is open.
+    const view = await ok('POST', `/v1/workspaces/${ws}/desktop/tickets`, { mode: 'view' });
+    const viewTakeover = await viewer.evaluate(async ({ wsUrl, ticket, route }) => {
+      const sock = new WebSocket(wsUrl, ['binary']);
+      await new Promise((res, rej) => { sock.onopen = res; sock.onerror = () => rej(new Error('WebSocket error')); });
+      const r = await fetch(route, {
+        method: 'POST', credentials: 'omit', body: '{}',
+        headers: { 'X-Berth-Desktop-Ticket': ticket, 'Content-Type': 'application/json' },
+      });
+      sock.close();
+      return { status: r.status, body: await r.text() };
+    }, { wsUrl: view.url, ticket: view.ticket, route: `${url}/v1/workspaces/${ws}/desktop/control/takeover` });
+    check(viewTakeover.status === 403, `a view ticket's takeover: ${JSON.stringify(viewTakeover)}`);
+    check((await ok('GET', `/v1/workspaces/${ws}/desktop/control`)).holder === 'agent', 'a view ticket took control');
+    log('a view ticket cannot take over (403)');
 
     // --- a person takes over -----------------------------------------------------------------------
     const taken = await ok('POST', `/v1/workspaces/${ws}/desktop/control/takeover`, { reason: 'e2e' });
