@@ -330,6 +330,20 @@ async function main() {
     log("the guest's dev server opened from the Previews tab");
     const cdp = `${url}/v1/workspaces/${ws}/desktop/cdp`;
     const auth = { Authorization: `Bearer ${key}` };
+    // Playwright through the tunnel. Under TCG with the CI's compile beside it, the guest's Chrome
+    // once took more than 120 s to answer Playwright's first round of calls (its screen idle on
+    // about:blank): a second try, said out loud, and berthd's log of the tunnel if it fails too.
+    const connectCdp = async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await chromium.connectOverCDP(cdp, { headers: auth, timeout: 180_000 });
+        } catch (e) {
+          const tunnel = fs.readFileSync(path.join(data, 'berthd.log'), 'utf8').split('\n').filter((l) => /cdp|devtools/i.test(l)).slice(-10);
+          log(`connectOverCDP, try ${attempt}: ${e.message.split('\n')[0]}; berthd's log of the tunnel:\n${tunnel.join('\n')}`);
+          if (attempt === 2) throw e;
+        }
+      }
+    };
     const version = await until("Chrome's DevTools through berthd", async () => {
       const r = await fetch(`${cdp}/json/version`, { headers: auth });
       return r.status === 200 ? r.json() : null;
@@ -349,7 +363,7 @@ async function main() {
     log(`screenshot: ${size.width}x${size.height} PNG, ${shot.body.length} bytes`);
 
     // --- DevTools through berthd: a page that records presses ---------------------------------------
-    browser = await chromium.connectOverCDP(cdp, { headers: auth, timeout: 120_000 });
+    browser = await connectCdp();
     const context = browser.contexts()[0];
     const page = await context.newPage();
     page.setDefaultTimeout(60_000);
@@ -543,7 +557,7 @@ async function main() {
     log('a private takeover: screenshots refused, the tunnel closed');
 
     // --- a cookie survives stop and start ------------------------------------------------------------
-    browser = await chromium.connectOverCDP(cdp, { headers: auth, timeout: 120_000 });
+    browser = await connectCdp();
     const expires = Math.floor(Date.now() / 1000) + 86400;
     await browser.contexts()[0].addCookies([{ name: 'berth_e2e', value: 'kept', domain: 'example.test', path: '/', expires }]);
     await browser.close().catch(() => {});
@@ -555,7 +569,7 @@ async function main() {
     await ok('POST', `/v1/workspaces/${ws}/start`);
     await ok('POST', `/v1/workspaces/${ws}/wait`, { state: 'running', timeout_s: 900 });
     await until("Chrome back after the start", async () => (await fetch(`${cdp}/json/version`, { headers: auth })).status === 200, 600_000, 2000);
-    browser = await chromium.connectOverCDP(cdp, { headers: auth, timeout: 120_000 });
+    browser = await connectCdp();
     const cookies = await browser.contexts()[0].cookies('https://example.test/');
     check(cookies.some((c) => c.name === 'berth_e2e' && c.value === 'kept'), `the cookie after stop and start: ${JSON.stringify(cookies)}`);
     log('the cookie survived stop and start; Chrome came back by itself');
@@ -582,6 +596,10 @@ async function main() {
         const r = await api('POST', `/v1/workspaces/${ws}/exec`, { cmd: ['sh', '-c', 'grep -E "^N: Name|^H: Handlers" /proc/bus/input/devices; lsmod | grep -E "usbhid|psmouse|uhci"'], user: 'root' });
         console.log(`--- the guest's input devices:\n${r.body?.stdout ?? JSON.stringify(r.body).slice(0, 2000)}`);
       }
+    } catch {}
+    try {
+      const tail = fs.readFileSync(path.join(data, 'berthd.log'), 'utf8').split('\n').slice(-60).join('\n');
+      console.log(`--- berthd's log (the last 60 lines):\n${tail}`);
     } catch {}
     try {
       if (ws) {
