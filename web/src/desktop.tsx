@@ -22,8 +22,8 @@ export interface ControlState {
   lease_expires: string | null;
   reason: string | null;
   private: boolean;
-  /** Changes with every takeover, hand-back and help request; absent from older berthds. */
-  revision?: number;
+  /** Changes with every takeover, hand-back and help request (the page is served by the same berthd). */
+  revision: number;
   /** The agent asking a person for help (request_human); absent from older berthds. */
   request?: { reason?: string | null; since?: string | null; by?: string | null; taken?: unknown } | null;
 }
@@ -311,8 +311,7 @@ export function DesktopView({ access, running, visible = true }: { access: Deskt
         failures = 0;
         setControl(s);
         setControlError(null);
-        if (s.revision === undefined) timer = window.setTimeout(() => void loop(null), 10_000);  // a berthd without ?wait=change
-        else void loop(s.revision);
+        void loop(s.revision);
       } catch (e) {
         if (abort.signal.aborted) return;
         const status = (e as { status?: number }).status;
