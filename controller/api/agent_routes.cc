@@ -53,7 +53,8 @@ http::Task<void> Forward(ApiContext& ctx, http::Exchange& ex, Scope needed, std:
   ctx.service.NoteActivity(ws->id);
   // Wake on request: a sleeping workspace is started and waited for (no polling: the service
   // says when it runs).
-  auto link = co_await ctx.service.Wake(tenant, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(tenant, ws->id, ctx.options.wake_timeout, ActorOf(ex),
+                                        fmt::format("a request to its agent ({})", kind));
   if (!link) {
     co_await ex.SendError(link.error());
     co_return;

@@ -61,7 +61,8 @@ http::Task<std::optional<Opened>> OpenCdp(ApiContext& ctx, http::Exchange& ex) {
     co_return std::nullopt;
   }
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout, ActorOf(ex),
+                                        "a DevTools connection");
   if (!link) {
     co_await ex.SendError(link.error());
     co_return std::nullopt;

@@ -210,7 +210,8 @@ http::Task<void> Vnc(ApiContext& ctx, http::Exchange& ex) {
     }
   } release{desk, ticket_hash};
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout,
+                                        store::KeyActor(viewer.by), "a desktop viewer");
   if (!link) {
     co_await ex.SendError(link.error());
     co_return;
@@ -427,7 +428,8 @@ http::Task<Result<Awake>> AwakeWorkspace(ApiContext& ctx, http::Exchange& ex,
   if (!ws) co_return Fail(ws.error());
   if (auto ok = (ctx.desktop->control().*allowed)(ws->id); !ok) co_return Fail(ok.error());
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout, ActorOf(ex),
+                                        "a desktop request");
   if (!link) co_return Fail(link.error());
   co_return Awake{std::move(*ws), std::move(*link)};
 }
@@ -545,7 +547,8 @@ http::Task<void> PutClipboard(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout,
+                                        store::KeyActor(caller->by), "a clipboard write");
   if (!link) {
     co_await ex.SendError(link.error());
     co_return;

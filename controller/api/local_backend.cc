@@ -224,7 +224,8 @@ Result<workspace::Workspace> LocalBackend::AwakeForDesktop(std::string_view ws, 
   auto found = service_.Get(principal_.tenant_id, std::string(ws));
   if (!found) return Fail(found.error());
   service_.NoteActivity(found->id);
-  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline)));
+  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline),
+                                        store::KeyActor(principal_.key_id), "an MCP tool call"));
   if (!link) return Fail(link.error());
   return found;
 }
@@ -287,7 +288,8 @@ Result<nlohmann::json> LocalBackend::DesktopClipboard(std::string_view ws, const
                       : desktop_->control().CheckAgentScreen(found->id);
   if (!allowed) return Fail(allowed.error());
   service_.NoteActivity(found->id);
-  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline)));
+  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline),
+                                        store::KeyActor(principal_.key_id), "an MCP tool call"));
   if (!link) return Fail(link.error());
   if (!text) {
     auto got = desktop::GetGuestClipboard(*desktop_, *link, found->id, deadline);
@@ -337,7 +339,8 @@ Result<mcp::AgentBackend::AgentSession> LocalBackend::OpenAgent(std::string_view
   auto found = service_.Get(principal_.tenant_id, std::string(ws));
   if (!found) return Fail(found.error());
   service_.NoteActivity(found->id);
-  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline)));
+  auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline),
+                                        store::KeyActor(principal_.key_id), "an MCP tool call"));
   if (!link) return Fail(link.error());
   // Held for as long as the call lasts, like a proxied request's, and counted for shutdown.
   struct Hold {

@@ -121,7 +121,8 @@ http::Task<void> Ports(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   ctx.service.NoteActivity(ws->id);
-  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout, ActorOf(ex),
+                                        "a request for its ports");
   if (!link) {
     co_await ex.SendError(link.error());
     co_return;

@@ -271,11 +271,12 @@ http::Task<void> PreviewGateway::Handle(http::Exchange& ex, const PreviewAddress
     bool done = co_await RunBlocking(deps_.pool, noted);
     (void)done;
   }
-  co_await Proxy(ex, address, access->ws, std::move(taken.target));
+  std::string by = access->by.empty() ? std::string(store::kPreviewActor) : store::KeyActor(access->by);
+  co_await Proxy(ex, address, access->ws, std::move(taken.target), std::move(by));
 }
 
 http::Task<void> PreviewGateway::Proxy(http::Exchange& ex, const PreviewAddress& address,
-                                       const Workspace& ws, std::string target) {
+                                       const Workspace& ws, std::string target, std::string by) {
   auto& service = deps_.service;
   if (ws.state == State::kStopped || ws.state == State::kHibernated) {
     if (!ws.auto_start) {
@@ -285,7 +286,8 @@ http::Task<void> PreviewGateway::Proxy(http::Exchange& ex, const PreviewAddress&
       co_await SendPage(ex, std::move(page));
       co_return;
     }
-    auto started = co_await service.Start(ws.tenant_id, ws.id, fmt::format("a preview request (port {})", address.port));
+    auto started =
+        co_await service.Start(ws.tenant_id, ws.id, fmt::format("a preview request (port {})", address.port), by);
     if (!started) {
       Page page = ErrorPage(started.error());
       co_await SendPage(ex, std::move(page));

@@ -83,8 +83,9 @@ class PreviewGateway {
   // Who may open `address` with what the request presents (blocking: the store).
   Result<Access> Authorize(const PreviewAddress& address, const std::vector<std::string>& tokens,
                            const std::string& authorization);
+  // `by`: the actor of a wake (a person's key when one opened it, else "preview").
   http::Task<void> Proxy(http::Exchange& ex, const PreviewAddress& address, const workspace::Workspace& ws,
-                         std::string target);
+                         std::string target, std::string by);
   http::Task<void> NotListening(http::Exchange& ex, const PreviewAddress& address,
                                 const agent_client::AgentLink& link, const Error& error);
 

@@ -613,7 +613,8 @@ Task<Result<Workspace>> WorkspaceService::WaitForState(std::string tenant_id, st
 }
 
 Task<Result<agent_client::AgentLink>> WorkspaceService::Wake(std::string tenant_id, std::string id,
-                                                             std::chrono::milliseconds timeout) {
+                                                             std::chrono::milliseconds timeout, std::string by,
+                                                             std::string what) {
   auto found = Lookup(tenant_id, id);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
@@ -647,7 +648,7 @@ Task<Result<agent_client::AgentLink>> WorkspaceService::Wake(std::string tenant_
           co_return Fail(ErrorCode::kUnavailable,
                          fmt::format("workspace '{}' stopped again while waking", ws.name));
         }
-        auto started = co_await Start(tenant_id, ws.id, "a request to its agent");
+        auto started = co_await Start(tenant_id, ws.id, what, by);
         if (!started) co_return Fail(started.error());
         woke = true;
         continue;

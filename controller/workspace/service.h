@@ -163,8 +163,11 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
                                        std::chrono::milliseconds timeout);
   // The agent of a running workspace; a stopped or hibernated one is started first (wake on
   // request) unless auto_start is off (failed_precondition), and waited for up to `timeout`.
+  // `by` and `what`: who and what woke it (the "woken" event's actor, as Start's `by`, and
+  // its message).
   Task<Result<agent_client::AgentLink>> Wake(std::string tenant_id, std::string id,
-                                             std::chrono::milliseconds timeout);
+                                             std::chrono::milliseconds timeout, std::string by = {},
+                                             std::string what = "a request to its agent");
 
   // --- the guest network (network_ops.cc; blocking: call them off I/O threads) --------------
   // "isolated", "off" or "failed" (v1::Health::network). Any thread; does not block.

@@ -379,7 +379,20 @@ TEST_CASE("berthd: stop, wake on request, hibernate keeps processes", "[berthd]"
   REQUIRE(woken.has_value());
   CHECK(woken->stdout_data == "awake\n");
   CHECK(State(api, id) == "running");
-  CHECK(Has(EventTypes(api, id), "woken"));
+  // The timeline says who woke it (the key whose exec did, the one that created it) and how.
+  {
+    auto events = api.Json(verb::get, "/v1/workspaces/" + id + "/events?limit=1000");
+    REQUIRE(events.has_value());
+    json created, woken_event;
+    for (const auto& e : (*events)["events"]) {
+      if (e["type"] == "created") created = e;
+      if (e["type"] == "woken") woken_event = e;
+    }
+    REQUIRE(woken_event.is_object());
+    CHECK(woken_event["actor"].get<std::string>().starts_with("key_"));
+    CHECK(woken_event["actor"] == created["actor"]);
+    CHECK(woken_event["message"].get<std::string>().find("(exec)") != std::string::npos);
+  }
 
   // With auto_start off, a stopped workspace says so instead of waking.
   REQUIRE(api.Json(verb::patch, scope, json{{"auto_start", false}}).has_value());

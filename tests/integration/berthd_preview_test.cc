@@ -548,7 +548,9 @@ TEST_CASE("preview: an authorised request wakes a stopped workspace, says so, an
   auto events = Call(verb::get, "/v1/workspaces/" + ws + "/events");
   bool woken = false;
   for (const auto& e : events["events"]) {
-    woken = woken || (e["type"] == "woken" && e["message"].get<std::string>().find("preview") != std::string::npos);
+    // A visitor with the token woke it: the "preview" actor, not berthd's "system".
+    woken = woken || (e["type"] == "woken" && e["message"].get<std::string>().find("preview") != std::string::npos &&
+                      e["actor"] == "preview");
   }
   CHECK(woken);
   CHECK(Send(Get(host, "/", TokenHeader(token))).status == 200);
