@@ -6,7 +6,7 @@
 // knows the screen's size).
 
 import { ApiClient, CallOptions, wrapError, wsPath } from './client.js';
-import { BerthError, InvalidArgumentError } from './errors.js';
+import { BerthError, ConflictError, InvalidArgumentError, TimeoutError } from './errors.js';
 
 // berthd's limits (controller/desktop/rfb_input.h, agent_hands.h).
 export const kMaxActions = 200;
@@ -263,6 +263,22 @@ export function checkClipboardText(text: unknown): { text: string } {
   return { text };
 }
 
+/** How long berthd holds one `?wait=change` at most (ms) in waitForControlChange: between
+ * two, the SDK reads the workspace's state (berthd's wait does not end when it stops). */
+export const kControlWaitStepMs = 20_000;
+/** The states in which a desktop's control may still change. */
+const kLiveStates = ['creating', 'starting', 'running'];
+
+/** waitForControlChange's options. */
+export interface WaitForControlChangeOptions extends CallOptions {
+  /** The revision you have (a DesktopControl's); undefined or null: the current one, read first. */
+  revision?: number | null;
+  /** How long to wait for a change (any length; default 60 000); then the unchanged state. */
+  timeoutMs?: number;
+  /** How long berthd holds each wait (whole seconds, at least 1 000; default kControlWaitStepMs). */
+  stepMs?: number;
+}
+
 /** The control state; fields as on the wire. */
 export interface DesktopControl {
   holder: 'agent' | 'human';
@@ -285,6 +301,9 @@ export interface DesktopControl {
   answered?: boolean;
   /** requestHuman's answer only: the web UI's desktop page, to send the person to. */
   url?: string;
+  /** Changes with every takeover, hand-back, help request and withdrawal (not with a lease's
+   * renewal) and never repeats within a berthd's life: waitForControlChange({ revision }). */
+  revision: number;
 }
 
 /** A one-time ticket for one browser viewer, valid 60 s; `url` is the WebSocket's address. */
@@ -425,6 +444,61 @@ export class Desktop {
       query: { wait: 'release', timeout: `${Math.max(1, Math.round(timeoutMs / 1000))}s` },
       requestTimeoutMs: timeoutMs + 30_000, ...call,
     });
+  }
+
+  /** Waits (at most `timeoutMs`, default 60 s; berthd holds each wait, no polling) until the
+   * control state's `revision` is not `revision` (undefined: the current one): a takeover,
+   * hand-back, help request or withdrawal, not a lease's renewal. Resolves to the state then,
+   * or at the timeout (compare its `revision`). berthd holds each wait at most `stepMs` and
+   * the SDK asks again until `timeoutMs`; between two it reads the workspace: ConflictError
+   * (`failed_precondition`) once it is not running (stopping, stopped, hibernated, error),
+   * NotFoundError once deleted. `requestTimeoutMs` bounds the whole call (default
+   * `timeoutMs` + 30 s; TimeoutError if it runs out first). */
+  async waitForControlChange(options: WaitForControlChangeOptions = {}): Promise<DesktopControl> {
+    const { revision, timeoutMs = 60_000, stepMs = kControlWaitStepMs, requestTimeoutMs, signal } = options;
+    if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) {
+      throw new InvalidArgumentError(`timeoutMs is a number of milliseconds, not ${String(timeoutMs)}`, { code: 'invalid_argument' });
+    }
+    if (revision !== undefined && revision !== null && !(Number.isSafeInteger(revision) && revision >= 0)) {
+      throw new InvalidArgumentError(`revision is a DesktopControl's revision (an integer >= 0), not ${String(revision)}`,
+                                     { code: 'invalid_argument' });
+    }
+    if (typeof stepMs !== 'number' || !(stepMs >= 1000 && stepMs <= 3_600_000)) {
+      throw new InvalidArgumentError('stepMs is 1 000 to 3 600 000', { code: 'invalid_argument' });
+    }
+    const total = requestTimeoutMs ?? timeoutMs + 30_000;
+    const end = Date.now() + timeoutMs;
+    const deadline = Date.now() + total;
+    // Each request gets what is left of the whole call's deadline.
+    const call = (): CallOptions => ({ requestTimeoutMs: Math.max(1, deadline - Date.now()), ...(signal ? { signal } : {}) });
+    const path = wsPath(this.ws, '/desktop/control');
+    let seen = revision ?? null;
+    if (seen === null) seen = (await this.control(call())).revision;
+    const what = `wait for a change of the desktop control of ${this.ws} (revision ${seen})`;
+    for (;;) {
+      const budget = Math.min(end - Date.now(), deadline - Date.now() - 1000);  // a second for the answer
+      const seconds = Math.max(0, Math.min(Math.floor(stepMs / 1000), Math.floor(budget / 1000)));
+      const state: DesktopControl = await this.client.json<DesktopControl>({
+        method: 'GET', path, query: { wait: 'change', revision: seen, timeout: `${seconds}s` }, ...call(),
+      });
+      if (typeof state?.revision !== 'number') {
+        throw new BerthError(`${what}: the answer has no 'revision' (a berthd without ?wait=change)`, { code: 'internal', status: 200 });
+      }
+      if (state.revision !== seen) return state;
+      // No change within berthd's wait: is there still a desktop to change?
+      const info = await this.client.json<{ name: string; state: string; error?: string | null }>({
+        method: 'GET', path: wsPath(this.ws), ...call(),
+      });
+      if (!kLiveStates.includes(info.state)) {
+        throw new ConflictError(`${what}: workspace ${info.name} is ${info.state}${info.error ? ` (${info.error})` : ''}`,
+                                { code: 'failed_precondition', status: 409 });
+      }
+      if (end - Date.now() < 1000) return state;  // the caller's timeout: the state, unchanged
+      if (seconds === 0 || deadline - Date.now() <= 1000) {
+        throw new TimeoutError(`${what}: requestTimeoutMs (${total} ms) ran out before timeoutMs (${timeoutMs} ms)`,
+                               { code: 'deadline_exceeded', retryable: true });
+      }
+    }
   }
 
   /** A person takes control (a lease renewed by their input); `private`: the agent may not

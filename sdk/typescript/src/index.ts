@@ -10,9 +10,10 @@ export { Pty, PtyHandle } from './pty.js';
 export type { PtyCreateOptions, PtyConnectOptions } from './pty.js';
 export { Network } from './network.js';
 export type { NetworkStatus, NetworkPolicy, Egress } from './network.js';
-export { Desktop, Screenshot, checkActions, checkClipboardText, checkKeys, kMaxActions, kMaxClipboard, kMaxTypedText } from './desktop.js';
+export { Desktop, Screenshot, checkActions, checkClipboardText, checkKeys, kControlWaitStepMs, kMaxActions, kMaxClipboard, kMaxTypedText } from './desktop.js';
 export type {
   DesktopControl, DesktopTicket, DesktopAction, ActionsResult, ScreenshotOptions, MouseButton, Point, Size,
+  WaitForControlChangeOptions,
 } from './desktop.js';
 export { EventFollower, formatSince, kMaxEventPage } from './events.js';
 export type { WorkspaceEvent, EventsOptions } from './events.js';

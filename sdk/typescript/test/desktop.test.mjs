@@ -12,7 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startBerthd, waitFor } from './harness.mjs';
-import { ConflictError, InvalidArgumentError, LockedError, Screenshot, UnavailableError, Workspace, kMaxClipboard } from '../dist/index.js';
+import { ConflictError, InvalidArgumentError, LockedError, Screenshot, TimeoutError, UnavailableError, Workspace, kMaxClipboard } from '../dist/index.js';
 
 let berthd;
 let conn;
@@ -288,5 +288,131 @@ describe('desktop clipboard', () => {
       fs.renameSync(`${tool}.away`, tool);
     }
     assert.equal(await ws.desktop.setClipboard('back'), 4);
+  });
+});
+
+// The control state's revision and waitForControlChange (GET …/desktop/control?wait=change
+// &revision=N): a takeover by another key wakes the waiter at once with the new revision, a
+// renewal of the lease does not; the wait is asked again across berthd's own waits until the
+// caller's timeout; requestTimeoutMs bounds the whole call; a workspace that stops ends it
+// with ConflictError.
+describe('desktop control changes', () => {
+  let person;
+  let personKey;
+
+  before(async () => {
+    const made = await berthd.api('POST', '/v1/keys', { scope: 'write', name: 'control-wait-person' });
+    assert.equal(made.status, 201);
+    personKey = made.body;
+    person = await Workspace.connect(ws.id, { ...conn, apiKey: personKey.key });
+    if ((await ws.desktop.control()).holder !== 'agent') await ws.desktop.release();
+  });
+
+  test('the revision changes with takeover and release, not with a renewal', async () => {
+    const r0 = (await ws.desktop.control()).revision;
+    assert.ok(Number.isInteger(r0) && r0 >= 0, `revision ${r0}`);
+    const taken = await person.desktop.takeOver({ reason: 'a person' });
+    try {
+      assert.ok(taken.holder === 'human' && taken.revision > r0);
+      assert.equal((await person.desktop.takeOver({ reason: 'a person' })).revision, taken.revision);  // renewed
+    } finally {
+      const back = await person.desktop.release({ note: 'done' });
+      assert.ok(back.holder === 'agent' && back.revision > taken.revision);
+    }
+  });
+
+  test("another key's takeover wakes the waiter with the new revision; revision omitted waits from now", async () => {
+    const r0 = (await ws.desktop.control()).revision;
+    let doneAt = 0;
+    const waiting = ws.desktop.waitForControlChange({ revision: r0, timeoutMs: 60_000 }).finally(() => { doneAt = Date.now(); });
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(doneAt, 0, 'the wait ended before any change');
+    const t0 = Date.now();
+    const taken = await person.desktop.takeOver({ reason: 'wake the waiter' });
+    try {
+      const got = await waiting;
+      assert.equal(got.revision, taken.revision);
+      assert.notEqual(got.revision, r0);
+      assert.equal(got.holder, 'human');
+      assert.equal(got.by, personKey.id);
+      assert.equal(got.reason, 'wake the waiter');
+      assert.ok(doneAt - t0 < 2000, `woke ${doneAt - t0} ms after the takeover`);
+      const next = ws.desktop.waitForControlChange({ timeoutMs: 60_000 });
+      await new Promise((r) => setTimeout(r, 500));
+      const back = await person.desktop.release();
+      const seen = await next;
+      assert.equal(seen.holder, 'agent');
+      assert.equal(seen.revision, back.revision);
+    } finally {
+      if ((await ws.desktop.control()).holder !== 'agent') await person.desktop.release();
+    }
+  });
+
+  test('a renewal of the lease does not wake the waiter: the unchanged state at the timeout', async () => {
+    const taken = await person.desktop.takeOver();
+    try {
+      const t0 = Date.now();
+      const waiting = ws.desktop.waitForControlChange({ revision: taken.revision, timeoutMs: 3000 });
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal((await person.desktop.takeOver()).revision, taken.revision);  // renewed
+      const got = await waiting;
+      assert.equal(got.revision, taken.revision);
+      assert.equal(got.holder, 'human');
+      assert.ok(Date.now() - t0 >= 2000, `answered after ${Date.now() - t0} ms`);
+    } finally {
+      await person.desktop.release();
+    }
+  });
+
+  test("the wait is asked again across berthd's waits until the caller's timeout", async () => {
+    const r0 = (await ws.desktop.control()).revision;
+    const t0 = Date.now();
+    let doneAt = 0;
+    const waiting = ws.desktop.waitForControlChange({ revision: r0, timeoutMs: 30_000, stepMs: 1000 })
+      .finally(() => { doneAt = Date.now(); });
+    await new Promise((r) => setTimeout(r, 3500));  // several of berthd's 1 s waits ran out
+    assert.equal(doneAt, 0);
+    const taken = await person.desktop.takeOver();
+    try {
+      assert.equal((await waiting).revision, taken.revision);
+      assert.ok(doneAt - t0 > 3000);
+      const t1 = Date.now();
+      const same = await ws.desktop.waitForControlChange({ revision: taken.revision, timeoutMs: 2500, stepMs: 1000 });
+      assert.equal(same.revision, taken.revision);
+      const took = Date.now() - t1;
+      assert.ok(took >= 1500 && took < 5000, `${took} ms`);
+    } finally {
+      await person.desktop.release();
+    }
+  });
+
+  test('requestTimeoutMs bounds the whole wait; bad arguments are refused before any call', async () => {
+    const r0 = (await ws.desktop.control()).revision;
+    const t0 = Date.now();
+    await assert.rejects(ws.desktop.waitForControlChange({ revision: r0, timeoutMs: 60_000, requestTimeoutMs: 3000 }),
+                         (e) => e instanceof TimeoutError && e.code === 'deadline_exceeded');
+    assert.ok(Date.now() - t0 < 5000, `${Date.now() - t0} ms`);
+    await assert.rejects(ws.desktop.waitForControlChange({ revision: -1 }), InvalidArgumentError);
+    await assert.rejects(ws.desktop.waitForControlChange({ revision: 1.5 }), InvalidArgumentError);
+    await assert.rejects(ws.desktop.waitForControlChange({ timeoutMs: -5 }), InvalidArgumentError);
+    await assert.rejects(ws.desktop.waitForControlChange({ stepMs: 10 }), InvalidArgumentError);
+  });
+
+  test('a workspace that stops ends the wait with ConflictError', async () => {
+    const w = await Workspace.create({ ...conn, name: 'sdk-desktop-stops' });
+    try {
+      const r0 = (await w.desktop.control()).revision;
+      let doneAt = 0;
+      const waiting = w.desktop.waitForControlChange({ revision: r0, timeoutMs: 120_000, stepMs: 1000 })
+        .then(() => null, (e) => e).finally(() => { doneAt = Date.now(); });
+      await new Promise((r) => setTimeout(r, 1000));
+      const t0 = Date.now();
+      await w.stop();
+      const e = await waiting;
+      assert.ok(e instanceof ConflictError && e.code === 'failed_precondition' && /is stopp/.test(e.message), `${e}`);
+      assert.ok(doneAt - t0 < 10_000, `${doneAt - t0} ms after the stop`);
+    } finally {
+      await w.delete();
+    }
   });
 });

@@ -8,12 +8,13 @@ of UTF-8)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, List, Optional, Sequence, Union
 
 from ._core import CoreBase, Deadline, Op, Request
-from .errors import InternalError, InvalidArgumentError
+from .errors import ConflictError, InternalError, InvalidArgumentError, TimeoutError
 from .types import (Action, ActionsResult, DesktopControl, DesktopTicket, Json, Screenshot,
-                    Size)
+                    Size, WorkspaceInfo)
 
 # berthd's limits (controller/desktop/rfb_input.h, agent_hands.h).
 MAX_ACTIONS = 200
@@ -25,6 +26,11 @@ MAX_NOTCHES = 50
 MAX_KEYS_LENGTH = 64
 MIN_SCALE = 0.05
 MAX_CLIPBOARD = 1 << 20   # bytes of UTF-8 either way (controller/desktop/clipboard.h)
+#: Seconds berthd holds one ?wait=change at most; between two, the SDK asks whether the
+#: workspace still runs (berthd's wait does not end when it stops).
+CONTROL_WAIT_STEP = 20
+#: The states in which a desktop's control may still change.
+_LIVE = ("creating", "starting", "running")
 
 _MODIFIERS = {"ctrl": "ctrl", "control": "ctrl", "shift": "shift", "alt": "alt", "option": "alt",
               "meta": "meta", "super": "meta", "win": "meta", "cmd": "meta", "command": "meta"}
@@ -229,6 +235,57 @@ class DesktopOps(CoreBase):
                                          f"desktop control of {ws}", params=params,
                                          replayable=True), deadline)
         return DesktopControl.from_json(j)
+
+    def desktop_wait_change(self, ws: str, revision: Optional[int], timeout: float,
+                            deadline: Deadline) -> Op[DesktopControl]:
+        """GET …/desktop/control?wait=change&revision=N, asked again (at most CONTROL_WAIT_STEP
+        s each) until the state's revision is not `revision` (None: the current one, read
+        first) or `timeout` seconds passed: the state then, whichever came first. Each request
+        fits in `deadline` (TimeoutError when it runs out first). Between two waits the
+        workspace is read: ConflictError once it is not running (stopping, stopped,
+        hibernated, error), NotFoundError once it is deleted."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not 0 <= timeout < float("inf"):
+            raise InvalidArgumentError(f"timeout is a number of seconds, not {timeout!r}",
+                                       code="invalid_argument")
+        if revision is not None and (not _is_int(revision) or revision < 0):
+            raise InvalidArgumentError(f"revision is a DesktopControl's revision (an int >= 0), "
+                                       f"not {revision!r}", code="invalid_argument")
+        end = time.monotonic() + timeout
+        path = self.ws_path(ws, "/desktop/control")
+        if revision is None:
+            first = yield from self.desktop_control(ws, None, deadline)
+            revision = first.revision
+        what = f"wait for a change of the desktop control of {ws} (revision {revision})"
+        while True:
+            budget = end - time.monotonic()
+            room = deadline.remaining()
+            if room is not None:
+                budget = min(budget, room - 1.0)  # a second for berthd's answer
+            seconds = max(0, min(CONTROL_WAIT_STEP, int(budget)))
+            j = yield from self.call(Request("GET", path, what,
+                                             params=[("wait", "change"), ("revision", str(revision)),
+                                                     ("timeout", f"{seconds}s")],
+                                             replayable=True), deadline)
+            state = DesktopControl.from_json(j)
+            if "revision" not in j:
+                raise InternalError(f"{what}: the answer has no 'revision' (a berthd without "
+                                    "?wait=change)")
+            if state.revision != revision:
+                return state
+            # No change within berthd's wait: is there still a desktop to change?
+            info = WorkspaceInfo.from_json((yield from self.call(
+                Request("GET", self.ws_path(ws), f"workspace {ws}", replayable=True), deadline)))
+            if info.state not in _LIVE:
+                raise ConflictError(f"{what}: workspace {info.name} is {info.state}"
+                                    + (f" ({info.error})" if info.error else ""),
+                                    code="failed_precondition")
+            if end - time.monotonic() < 1.0:
+                return state  # the caller's timeout: the state, unchanged
+            left = deadline.remaining()
+            if seconds == 0 or (left is not None and left <= 1.0):
+                raise TimeoutError(f"{what}: request_timeout ({deadline.seconds:g} s) ran out "
+                                   f"before timeout ({timeout:g} s)", code="deadline_exceeded")
 
     def desktop_takeover(self, ws: str, private: bool, reason: Optional[str],
                          lease: Optional[int], deadline: Deadline) -> Op[DesktopControl]:

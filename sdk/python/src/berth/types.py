@@ -232,6 +232,9 @@ class DesktopControl:
     answered: Optional[bool] = None
     #: request_human's answer only: the web UI's desktop page, to send the person to.
     url: Optional[str] = None
+    #: Changes with every takeover, hand-back, help request and withdrawal (not with a lease's
+    #: renewal) and never repeats within a berthd's life: wait_for_control_change(revision).
+    revision: int = 0
     raw: Json = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -243,7 +246,7 @@ class DesktopControl:
                               request=req if isinstance(req, dict) else None,
                               handback=back if isinstance(back, dict) else None,
                               answered=answered if isinstance(answered, bool) else None,
-                              url=_opt_str(j, "url"), raw=j)
+                              url=_opt_str(j, "url"), revision=_int(j, "revision"), raw=j)
 
 
 @dataclass

@@ -524,6 +524,18 @@ class Desktop:
         return conn.run(conn.core.desktop_control(
             self._ws.id, timeout, _core.Deadline(request_timeout or timeout + 30.0)))
 
+    def wait_for_control_change(self, revision: Optional[int] = None, timeout: float = 60.0,
+                                request_timeout: Optional[float] = None) -> DesktopControl:
+        """Waits (at most `timeout` seconds; berthd holds each wait, no polling) until the
+        control state's `revision` is not `revision` (None: the current one): a takeover,
+        hand-back, help request or withdrawal, not a lease's renewal. Returns the state then,
+        or at the timeout (compare its `revision`). ConflictError once the workspace is not
+        running (stopped, hibernated, error), NotFoundError once deleted. request_timeout
+        (the whole call) default: timeout + 30 s; TimeoutError if it runs out first."""
+        conn = self._ws._conn
+        return conn.run(conn.core.desktop_wait_change(
+            self._ws.id, revision, timeout, _core.Deadline(request_timeout or timeout + 30.0)))
+
     def take_over(self, private: bool = False, reason: Optional[str] = None,
                   lease: Optional[int] = None,
                   request_timeout: Optional[float] = None) -> DesktopControl:
