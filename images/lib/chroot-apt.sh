@@ -23,5 +23,6 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confold "${pkgs[@]}"
 fi
 apt-get clean
-rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+# The package lists stay (see the base recipe's stage.sh); the binary caches are rebuilt on use.
+rm -rf /var/cache/apt/*.bin
 rm -f /etc/dpkg/dpkg.cfg.d/zz-berth-unsafe-io /usr/sbin/policy-rc.d

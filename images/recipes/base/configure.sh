@@ -55,5 +55,6 @@ systemctl mask apt-daily.timer apt-daily-upgrade.timer apt-daily.service apt-dai
 apt-mark hold linux-image-amd64 "$(ls /lib/modules | head -1 | sed 's/^/linux-image-/')" >/dev/null
 
 # Leave nothing from the build behind.
-rm -rf /tmp/* /var/tmp/* /var/cache/apt/*.bin /var/lib/apt/lists/*
+# (The package lists stay: see stage.sh.)
+rm -rf /tmp/* /var/tmp/* /var/cache/apt/*.bin
 find /var/log -type f -exec truncate -s 0 {} +

@@ -12,6 +12,15 @@ path-include=/usr/share/locale/locale.alias
 path-exclude=/usr/share/lintian/*
 CFG
 
+# The package lists ship in the image, so `sudo apt-get install -y X` works in a new workspace
+# without an `apt-get update` first. Kept gzip-compressed and without translations (as Debian's
+# container images keep them): about 10 MB instead of 60.
+cat >/etc/apt/apt.conf.d/berth-lists <<'CFG'
+Acquire::GzipIndexes "true";
+Acquire::CompressionTypes::Order:: "gz";
+Acquire::Languages "none";
+CFG
+
 # The initrd: direct kernel boot needs the modules that mount the root disk in it (in
 # Debian's kernel virtio_pci, virtio_blk and ext4 are modules). MODULES=most (Debian's
 # default) carries them but makes a 30 MB initrd that takes TCG seconds to unpack and probe;

@@ -70,6 +70,10 @@ nonce=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 berth_vm_exec "echo $nonce > /workspace/e2e-durable.txt && sync" >/dev/null ||
   fail "user agent cannot write to /workspace"
 berth_vm_exec 'sudo -n true' >/dev/null || fail "passwordless sudo does not work for agent"
+# The package lists ship in the image: apt finds a package without `apt-get update` first
+# (simulated: no download here).
+berth_vm_exec 'apt-get install -s -q tree | grep -q "^Inst tree "' ||
+  fail "apt-get cannot find the package tree without apt-get update: the image lacks its package lists"
 
 echo "== destroy and boot again"
 berth_vm_destroy
