@@ -1,9 +1,12 @@
 #include "controller/berthd.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -230,6 +233,38 @@ Status Daemon::EnsureOperatorKey() {
   return {};
 }
 
+namespace {
+
+// One berthd that runs VMs per host. Two would hand out the same workspace uids (each one's
+// QEMU could then open the other's disks, which are that uid's alone), and share the nftables
+// table 'inet berth' and the resolver's addresses (each would remove the other's rules). An
+// exclusive flock(2) for berthd's life; O_CLOEXEC, so passt does not keep it after berthd.
+constexpr const char* kHostLockPath = "/run/berthd-vms.lock";
+
+Result<UniqueFd> LockHost(const fs::path& lock_path, const fs::path& data_dir) {
+  UniqueFd fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) return Fail(ErrnoError(errno, "open " + lock_path.string()));
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Fail(ErrnoError(errno, "flock " + lock_path.string()));
+    char holder[512] = {};
+    ssize_t n = ::pread(fd.get(), holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "";
+    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("another berthd runs VMs on this host ({}): one berthd per host owns the "
+                            "workspaces' uids and the nftables table 'inet berth'; stop it first",
+                            who.empty() ? "its pid unknown" : who));
+  }
+  std::string me = fmt::format("pid {}, data dir {}\n", ::getpid(), data_dir.string());
+  if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), me.data(), me.size(), 0) < 0) {
+    spdlog::warn("{}: cannot note berthd's pid in it: {}", lock_path.string(), std::strerror(errno));
+  }
+  return fd;
+}
+
+}  // namespace
+
 Status Daemon::Start() {
   // Everything berthd writes is its own unless it says otherwise (issue 12): the database holds
   // the workspaces' env, qemu-img's disks would be 0644, and so would every log and state file.
@@ -246,6 +281,13 @@ Status Daemon::Start() {
   }
   // The preview rules again: a config built in code never went through the file's parser.
   if (auto s = preview::CheckPreviewConfig(config_.preview); !s) return s;
+  // Before anything host-wide (the table, reconciling domains). Host-process agents (the unix
+  // transport) and libvirt's test driver run no QEMU: tests start many such berthds at once.
+  if (config_.transport != "unix" && !config_.libvirt_uri.starts_with("test:")) {
+    auto lock = LockHost(kHostLockPath, config_.data_dir);
+    if (!lock) return Fail(lock.error());
+    host_lock_ = std::move(*lock);
+  }
   std::error_code ec;
   fs::create_directories(config_.data_dir, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + config_.data_dir.string()));

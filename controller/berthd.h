@@ -23,6 +23,7 @@
 #include "controller/preview/preview_service.h"
 #include "controller/workspace/host_disk.h"
 #include "controller/workspace/quota.h"
+#include "common/unique.h"
 
 namespace berth {
 
@@ -146,6 +147,8 @@ class Daemon {
   Endpoint endpoint_;
   Endpoint preview_endpoint_;
   bool stopped_ = false;
+  // Held while berthd runs VMs (LockHost in berthd.cc): one such berthd per host.
+  UniqueFd host_lock_;
 };
 
 }  // namespace berth

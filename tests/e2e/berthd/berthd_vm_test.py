@@ -6,7 +6,9 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
   - two workspaces are created at once and berthd is SIGKILLed during the creates (checked to
     be creating or starting then); a new berthd on the same port (the VMs' passt still run:
     none holds berthd's socket) reconciles both to running, with no orphan VM or disk
-  - exec; a file written in /workspace; a package installed with apt from the Debian mirror
+  - exec; a file written in /workspace; a package installed with sudo apt-get from the Debian
+    mirror with no `apt-get update` first (the image ships its package lists)
+  - the Python SDK's calls against the running VM (sdk_vm_checks.py)
   - from inside the guest berthd's port does not answer (the guest cannot reach the host's
     loopback) while the public mirror does
   - hibernate with a background process running; start resumes the same process
@@ -14,6 +16,7 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
     same port finishes it; start: the file and the package are still there
   - an idle workspace stops itself; an exec wakes it
   - another tenant sees none of it
+  - a second berthd that would run VMs on this host refuses to start, naming the first
   - the console log is virtlogd's (bounded), the agent token on no command line
   - each workspace's QEMU and passt run as its own uid; its disks, token and run/ are that uid's
     alone (0600 / 0700), the database 0600, the shared backing image still root's; neither
@@ -38,6 +41,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
                             accel, check, log, our_domains, virsh)
+import sdk_vm_checks  # noqa: E402
 
 T = "e2e_berthd_vms"
 ISOLATION = os.environ.get("BERTH_E2E_ISOLATION", "on") != "off"
@@ -137,6 +141,15 @@ def main():
     try:
         url = berthd.start()
         key = open(os.path.join(data, "admin.key")).read().strip()
+        # One berthd that runs VMs per host (they would share workspace uids and the nftables
+        # table): a second one refuses to start, naming the first.
+        with tempfile.TemporaryDirectory(prefix="berth-second-") as other:
+            second = subprocess.run([BERTHD, "--data", other, "--listen", "127.0.0.1:0"],
+                                    capture_output=True, text=True, timeout=120)
+            said = second.stdout + second.stderr
+            check(second.returncode != 0 and "another berthd runs VMs on this host" in said
+                  and f"pid {berthd.proc.pid}," in said, f"a second berthd on this host: rc {second.returncode}: {said[-600:]}")
+        log("a second berthd on this host refused to start")
         api = Api(url, key)
         log(f"berthd at {url}: {berthd.ran()} (asked for accel {accel()}), "
             f"network isolation {'on' if ISOLATION else 'off'}")
@@ -180,18 +193,18 @@ def main():
         nonce = secrets.token_hex(8)
         r = api.exec(a, f"echo {nonce} > /workspace/note && sync && id -un")
         check(r["exit_code"] == 0 and r["stdout"].strip() == "agent", f"write note: {r}")
-        log("apt-get install jq (from the Debian mirror, through passt)")
-        r = api.exec(a, "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive "
-                        "apt-get install -y -q jq >/dev/null && jq --version && sync",
-                     user="root", timeout_s=900)
-        check(r["exit_code"] == 0 and r["stdout"].startswith("jq-"), f"apt-get install jq: {r}")
+        # With no `apt-get update` first: the image ships its package lists (issue 17).
+        log("sudo apt-get install tree (from the Debian mirror, through passt)")
+        r = api.exec(a, "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q tree >/dev/null "
+                        "&& tree --version && sync", timeout_s=900)
+        check(r["exit_code"] == 0 and r["stdout"].startswith("tree v"), f"sudo apt-get install tree: {r}")
         # The timeline has each exec through the API with its command, the guest's exit code,
         # berthd's measure of its duration, and the key that ran it (issue 15).
         r = api.exec(a, "exit 7")
         check(r["exit_code"] == 7, f"exit 7: {r}")
         execs = api.ok("GET", f"/v1/workspaces/{a}/events?type=exec&limit=1000")["events"]
-        apt = [e for e in execs if e["data"].get("cmd", "").startswith("apt-get update")]
-        check(len(apt) == 1 and apt[0]["data"].get("exit_code") == 0 and apt[0]["data"].get("user") == "root"
+        apt = [e for e in execs if e["data"].get("cmd", "").startswith("sudo DEBIAN_FRONTEND")]
+        check(len(apt) == 1 and apt[0]["data"].get("exit_code") == 0 and "sudo apt-get" not in apt[0]["data"]["cmd"]
               and apt[0]["data"].get("duration_ms", 0) > 1000 and apt[0]["actor"].startswith("key_"),
               f"the timeline's apt-get exec: {apt}")
         check(execs[-1]["data"].get("cmd") == "exit 7" and execs[-1]["data"].get("exit_code") == 7,
@@ -207,6 +220,8 @@ def main():
         check("reached" not in r["stdout"], f"the guest reached berthd's port: {r['stdout']}")
         check("mirror 200" in r["stdout"], f"the guest could not reach the mirror: {r}")
         log("guest: berthd's port unreachable, mirror reachable")
+        # The Python SDK against this real VM (issue 16): it leaves the workspace as it found it.
+        sdk_vm_checks.run(url, key, a, log)
 
         # --- hibernate with a background process ------------------------------------------
         bg = api.ok("POST", f"/v1/workspaces/{a}/exec",
@@ -249,10 +264,9 @@ def main():
         api.ok("POST", f"/v1/workspaces/{a}/start")
         api.wait(a, "running")
         figures["cold_start_s"] = round(time.monotonic() - t0, 1)
-        r = api.exec(a, "cat /workspace/note; jq --version")
-        check(r["stdout"].split() == [nonce, r["stdout"].split()[1]] and "jq-" in r["stdout"],
-              f"after stop/start: {r}")
-        log(f"cold start {figures['cold_start_s']} s; note and jq survived")
+        r = api.exec(a, "cat /workspace/note; tree --version")
+        check(r["stdout"].split()[0] == nonce and "tree v" in r["stdout"], f"after stop/start: {r}")
+        log(f"cold start {figures['cold_start_s']} s; note and tree survived")
 
         # --- idle stop, wake on exec --------------------------------------------------------
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 15})
