@@ -504,18 +504,34 @@ http::Task<void> Actions(ApiContext& ctx, http::Exchange& ex) {
   co_await ex.SendJson(status::ok, out);
 }
 
-// GET …/desktop/clipboard: the text on the guest's clipboard (desktop/clipboard.h); refused,
-// like screenshots, only during a private takeover, before anything wakes.
+// GET …/desktop/clipboard: the text on the guest's clipboard (desktop/clipboard.h), for a read
+// key or a control link's ticket (the person's "Copy from VM"; a view link cannot); during a
+// private takeover only its holder may, refused before anything wakes.
 http::Task<void> GetClipboard(ApiContext& ctx, http::Exchange& ex) {
-  if (!co_await Require(ex, Scope::kRead)) co_return;
-  auto awake = co_await AwakeWorkspace(ctx, ex, &desktop::DesktopControl::CheckAgentScreen);
-  if (!awake) {
-    co_await ex.SendError(awake.error());
+  auto caller = ControlCaller(ex, *ctx.desktop, Scope::kRead);
+  if (caller && caller->ticket && caller->ticket->mode != desktop::ViewerMode::kControl) {
+    caller = Fail(ErrorCode::kPermissionDenied, "a view link cannot read the clipboard");
+  }
+  auto ws = caller ? ControlWorkspace(ctx, ex, *caller) : Result<workspace::Workspace>(Fail(caller.error()));
+  if (!ws) {
+    co_await ex.SendError(ws.error());
     co_return;
   }
   auto& desk = *ctx.desktop;
+  // Refused before anything wakes.
+  if (auto ok = desktop::MayReadClipboard(desk.control(), ws->id, caller->by); !ok) {
+    co_await ex.SendError(ok.error());
+    co_return;
+  }
+  ctx.service.NoteActivity(ws->id);
+  auto link = co_await ctx.service.Wake(ws->tenant_id, ws->id, ctx.options.wake_timeout,
+                                        store::KeyActor(caller->by), "a clipboard read");
+  if (!link) {
+    co_await ex.SendError(link.error());
+    co_return;
+  }
   auto text = co_await ctx.Blocking(
-      [&] { return desktop::GetGuestClipboard(desk, awake->link, awake->ws.id, kNoDeadline); });
+      [&] { return desktop::GetGuestClipboard(desk, *link, ws->id, caller->by, kNoDeadline); });
   if (!text) {
     co_await ex.SendError(text.error());
     co_return;
@@ -658,7 +674,7 @@ bool IsDesktopTicketRequest(http::Exchange& ex) {
   if (tail == "/desktop/vnc") return ex.method() == verb::get && ex.query().Has("ticket");
   if (ex.header(kTicketHeader).empty()) return false;
   if (tail == "/desktop/control") return ex.method() == verb::get;
-  if (tail == "/desktop/clipboard") return ex.method() == verb::put;
+  if (tail == "/desktop/clipboard") return ex.method() == verb::put || ex.method() == verb::get;
   return ex.method() == verb::post && (tail == "/desktop/control/takeover" || tail == "/desktop/control/release");
 }
 

@@ -285,14 +285,14 @@ Result<nlohmann::json> LocalBackend::DesktopClipboard(std::string_view ws, const
   if (!found) return Fail(found.error());
   // Refused before anything wakes.
   auto allowed = text ? desktop::MayWriteClipboard(desktop_->control(), found->id, principal_.key_id)
-                      : desktop_->control().CheckAgentScreen(found->id);
+                      : desktop::MayReadClipboard(desktop_->control(), found->id, principal_.key_id);
   if (!allowed) return Fail(allowed.error());
   service_.NoteActivity(found->id);
   auto link = Sync(service_.Wake(principal_.tenant_id, found->id, Remaining(deadline),
                                         store::KeyActor(principal_.key_id), "an MCP tool call"));
   if (!link) return Fail(link.error());
   if (!text) {
-    auto got = desktop::GetGuestClipboard(*desktop_, *link, found->id, deadline);
+    auto got = desktop::GetGuestClipboard(*desktop_, *link, found->id, principal_.key_id, deadline);
     if (!got) return Fail(got.error());
     return nlohmann::json{{"text", std::move(*got)}};
   }

@@ -105,9 +105,15 @@ Status MayWriteClipboard(const DesktopControl& control, const std::string& works
   return control.CheckAgentInput(workspace_id);
 }
 
+Status MayReadClipboard(const DesktopControl& control, const std::string& workspace_id, const std::string& by) {
+  auto state = control.Get(workspace_id);
+  if (state.holder == Holder::kHuman && state.by == by) return {};
+  return control.CheckAgentScreen(workspace_id);
+}
+
 Result<std::string> GetGuestClipboard(DesktopService& desk, const agent_client::AgentLink& link,
-                                      const std::string& workspace_id, Deadline deadline) {
-  if (auto ok = desk.control().CheckAgentScreen(workspace_id); !ok) return Fail(ok.error());
+                                      const std::string& workspace_id, const std::string& by, Deadline deadline) {
+  if (auto ok = MayReadClipboard(desk.control(), workspace_id, by); !ok) return Fail(ok.error());
   return ReadClipboard(link, desk.config().clipboard_tool, std::min(deadline, DeadlineIn(kClipboardDeadline)));
 }
 

@@ -47,10 +47,14 @@ Status WriteClipboard(const agent_client::AgentLink& link, std::string_view tool
 // may (their key, or a control link made with it); locked (423) for anyone else.
 Status MayWriteClipboard(const DesktopControl& control, const std::string& workspace_id, const std::string& by);
 
-// The clipboard's text; locked during a private takeover (the person may have copied a
-// password), like screenshots. Blocking.
+// Whether `by` (a key id) may read the clipboard now: anyone with the workspace, except during
+// a private takeover (the person may have copied a password), when only its holder may (423
+// for anyone else, like screenshots).
+Status MayReadClipboard(const DesktopControl& control, const std::string& workspace_id, const std::string& by);
+
+// The clipboard's text for `by` (MayReadClipboard, checked again at the last moment). Blocking.
 Result<std::string> GetGuestClipboard(DesktopService& desk, const agent_client::AgentLink& link,
-                                      const std::string& workspace_id, Deadline deadline);
+                                      const std::string& workspace_id, const std::string& by, Deadline deadline);
 // Puts `text` on it as `by` (MayWriteClipboard, checked again at the last moment) and records
 // desktop_clipboard_set: who and how many bytes, never the text (a person's lease is renewed
 // by the ctrl+v that follows, as all their input). The bytes written. Blocking.

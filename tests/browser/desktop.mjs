@@ -17,7 +17,8 @@
 // browser's clipboard when the page may read it, Copy from VM shows the guest's clipboard and
 // copies it to the browser's, a 423 says who holds control; Hand back
 // with a note gives it back (the agent holds it, the release event carries the note); a
-// private takeover makes the agent's screenshot a 423; a `view` link made on the tab opens
+// private takeover makes the agent's screenshot and clipboard a 423 (the person still reads the
+// clipboard); a `view` link made on the tab opens
 // desktop.html with no session, shows the screen, leaves no ticket in the address bar and
 // cannot take over (berthd's error on the page, control unchanged); a `control` link of
 // another key takes over, pastes into the VM through its ticket, and hands back, and the tab follows both; the
@@ -297,15 +298,24 @@ async function withScreen(browser, berthd, base, id, screen) {
   check((await control(berthd, 'desk')).private === true, 'a private takeover is not private');
   const hidden = await fetch(`${berthd.url}/v1/workspaces/desk/desktop/screenshot`, { headers: { Authorization: `Bearer ${berthd.key}` } });
   check(hidden.status === 423, `the agent's screenshot during a private takeover: ${hidden.status}`);
-  // Nobody reads the VM's clipboard meanwhile (berthd's 423): Copy from VM says why.
+  // The agent cannot read the VM's clipboard meanwhile (the person may have copied a
+  // password); the person holding the private takeover can (Copy from VM).
+  // (The page signed in with berthd's key: the agent here is a key of its own.)
+  const agentKey = await berthd.api('POST', '/v1/keys', { scope: 'read', name: 'agent' });
+  check(agentKey.status === 201, `an agent's key: ${agentKey.status}`);
+  const agentRead = await fetch(`${berthd.url}/v1/workspaces/desk/desktop/clipboard`, { headers: { Authorization: `Bearer ${agentKey.body.key}` } });
+  check(agentRead.status === 423, `the agent's clipboard read during a private takeover: ${agentRead.status}`);
+  const secret = 'copied in private';
+  fs.writeFileSync(path.join(berthd.clipboard, 'text'), secret);
   await page.getByRole('button', { name: 'Copy from VM' }).click();
   const privateCopy = page.getByRole('dialog', { name: 'Copy from the VM' });
-  await privateCopy.getByRole('alert').filter({ hasText: 'privately' }).waitFor();
+  const privateShown = privateCopy.getByLabel("The VM's clipboard");
+  await waitFor('the VM\'s clipboard in the private copy box', async () => (await privateShown.inputValue()) === secret, 20_000);
   await privateCopy.getByRole('button', { name: 'Close' }).click();
   await privateCopy.waitFor({ state: 'hidden' });
   await page.getByRole('button', { name: 'Hand back' }).click();
   await who.filter({ hasText: 'You are watching' }).waitFor();
-  log('a private takeover hides the screen from the agent (423) until handed back');
+  log('a private takeover hides the screen and the clipboard from the agent (423), not from the person, until handed back');
 
   // --- A shared view link on desktop.html, in a browser with no session.
   const anon = await browser.newContext({ viewport: kViewports.laptop });
@@ -353,7 +363,15 @@ async function withScreen(browser, berthd, base, id, screen) {
   check(byLink.holder === 'human' && byLink.by === other.body.id, `after the control link's takeover: ${JSON.stringify(byLink)}`);
   await shot(cp, 'desktop-04-control-link');
   // The link's person pastes through its ticket (no session): the timeline names their key.
-  check(await cp.getByRole('button', { name: 'Copy from VM' }).count() === 0, 'a link page offers Copy from VM (its ticket cannot read)');
+  // And reads the VM's clipboard through it (Copy from VM), as the signed-in tab does.
+  const forLink = 'for the link: \u00e9t\u00e9';
+  fs.writeFileSync(path.join(berthd.clipboard, 'text'), forLink);
+  await cp.getByRole('button', { name: 'Copy from VM' }).click();
+  const linkCopy = cp.getByRole('dialog', { name: 'Copy from the VM' });
+  const linkShown = linkCopy.getByLabel("The VM's clipboard");
+  await waitFor('the VM\'s clipboard in the link\'s copy box', async () => (await linkShown.inputValue()) === forLink, 20_000);
+  await linkCopy.getByRole('button', { name: 'Close' }).click();
+  await linkCopy.waitFor({ state: 'hidden' });
   await cp.getByRole('button', { name: 'Paste into VM' }).click();
   const linkPaste = cp.getByRole('dialog', { name: 'Paste into the VM' });
   await linkPaste.getByLabel("Text for the VM's clipboard").fill('from the link \u2713');

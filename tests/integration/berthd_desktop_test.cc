@@ -651,13 +651,30 @@ TEST_CASE("desktop: during a takeover only the person holding control sets the c
                                 TicketHeader(view_ticket));
   REQUIRE(viewer);
   CHECK(viewer->status == 403);
+  // The control link's page reads it too ("Copy from VM"); a view link's cannot.
+  auto link_read = keyless.Request(verb::get, base, "", "", TicketHeader(control_ticket));
+  REQUIRE(link_read);
+  INFO(link_read->body);
+  CHECK(link_read->status == 200);
+  CHECK(json::parse(link_read->body)["text"] == "from the person");
+  auto view_read = keyless.Request(verb::get, base, "", "", TicketHeader(view_ticket));
+  REQUIRE(view_read);
+  CHECK(view_read->status == 403);
+  CHECK(view_read->body.find("\"text\"") == std::string::npos);
   REQUIRE(person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json{{"note", "done"}}));
 
-  // A private takeover: the person may have copied a password; the agent cannot read it.
+  // A private takeover: the person may have copied a password; the agent cannot read it, and
+  // neither can a view link; the person holding it can, with their key or their control link.
   REQUIRE(person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/takeover", json{{"private", true}}));
   auto hidden = agent.Request(verb::get, base);
   REQUIRE(hidden);
   CHECK(hidden->status == 423);
+  auto own = person.Request(verb::get, base);
+  REQUIRE(own);
+  CHECK(own->status == 200);
+  auto own_link = keyless.Request(verb::get, base, "", "", TicketHeader(control_ticket));
+  REQUIRE(own_link);
+  CHECK(own_link->status == 200);
   REQUIRE(person.Json(verb::post, "/v1/workspaces/" + ws + "/desktop/control/release", json::object()));
   CHECK(Call(verb::get, base)["text"] == "from the person");
 }

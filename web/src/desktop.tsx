@@ -133,7 +133,9 @@ export function linkAccess(ws: string, ticket: string, mode: Mode): DesktopAcces
     takeover: (isPrivate) => send<ControlState>('POST', '/desktop/control/takeover', { private: isPrivate }),
     release: (note) => send<ControlState>('POST', '/desktop/control/release', note ? { note } : {}),
     setClipboard: async (text) => (await send<{ bytes: number }>('PUT', '/desktop/clipboard', { text })).bytes,
-    getClipboard: null,
+    // A control link reads it too (berthd refuses a view link's ticket); the button shows only
+    // while the page holds control.
+    getClipboard: mode === 'control' ? async () => (await send<{ text: string }>('GET', '/desktop/clipboard')).text : null,
     diagnose: async () => null,
   };
 }

@@ -19,7 +19,7 @@ export function clipboardError(e: unknown, reading: boolean): string {
     const by = typeof d.by === 'string' ? d.by : 'unknown key';
     const since = typeof d.since === 'string' ? ` since ${formatTime(d.since)}` : '';
     if (e.status === 423 && d.private === true && reading) {
-      return `A person (${by}) has held control privately${since}: while a takeover is private nobody reads the VM's clipboard through berthd (it may hold a password). Copy inside the VM, or hand back and take over again without “privately”.`;
+      return `A person (${by}) has held control privately${since}: while a takeover is private only that person reads the VM's clipboard through berthd (it may hold a password).`;
     }
     if (e.status === 423) return `A person (${by}) has held control${since}: only they can change the VM's clipboard.`;
     if (e.status === 409) return `This workspace has no desktop clipboard: ${e.message}`;

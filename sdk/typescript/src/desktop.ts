@@ -397,7 +397,8 @@ export class Desktop {
   }
 
   /** The text on the guest's clipboard ('' when it holds none; at most 1 MiB). LockedError
-   * during a private takeover (the person may have copied a password), ConflictError when the
+   * during someone else's private takeover (the person may have copied a password; its holder
+   * still reads it), ConflictError when the
    * image has no desktop clipboard, UnavailableError while its display is not up. */
   async clipboard(options: CallOptions = {}): Promise<string> {
     const path = wsPath(this.ws, '/desktop/clipboard');

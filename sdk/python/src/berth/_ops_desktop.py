@@ -387,7 +387,7 @@ class DesktopOps(CoreBase):
 
     def desktop_clipboard(self, ws: str, deadline: Deadline) -> Op[str]:
         """GET …/desktop/clipboard: the guest's clipboard as text ("" when it holds none).
-        LockedError during a private takeover; ConflictError for an image without the
+        LockedError during someone else's private takeover; ConflictError for an image without the
         desktop's clipboard tool; UnavailableError while its display is not up."""
         what = f"clipboard of {ws}"
         j = yield from self.call(Request("GET", self.ws_path(ws, "/desktop/clipboard"), what,

@@ -488,7 +488,7 @@ class Desktop:
 
     def clipboard(self, request_timeout: Optional[float] = None) -> str:
         """The text on the guest's clipboard ("" when it holds none; at most 1 MiB).
-        LockedError during a private takeover (the person may have copied a password),
+        LockedError during someone else's private takeover (the person may have copied a password),
         ConflictError when the image has no desktop clipboard, UnavailableError while the
         display is not up."""
         conn = self._ws._conn
