@@ -74,6 +74,8 @@ berth_vm_exec 'sudo -n true' >/dev/null || fail "passwordless sudo does not work
 # (simulated: no download here).
 berth_vm_exec 'apt-get install -s -q tree | grep -q "^Inst tree "' ||
   fail "apt-get cannot find the package tree without apt-get update: the image lacks its package lists"
+lists=$(berth_vm_exec 'ls /var/lib/apt/lists') || fail "ls /var/lib/apt/lists failed"
+if grep -q '_Packages$' <<<"$lists"; then fail "the image's package lists are stored uncompressed: $lists"; fi
 
 echo "== destroy and boot again"
 berth_vm_destroy
