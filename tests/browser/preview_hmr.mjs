@@ -169,6 +169,12 @@ class PageLog {
   sawHmrUpdate() {
     return this.websockets.some((w) => w.types.includes('update'));
   }
+
+  // Vite greets each HMR client with {"type":"connected"}; an update sent before that socket
+  // is open goes to no one (Vite keeps no backlog).
+  hmrConnected() {
+    return this.websockets.some((w) => !w.closed && w.types.includes('connected'));
+  }
 }
 
 async function pageSnippet(page) {
@@ -239,6 +245,19 @@ async function run(browser, args) {
   } catch {
     emit({
       ...result, error: `the page never contained '${args.markerOld}' within ${args.loadMs / 1000} s`,
+      page_text: await pageSnippet(page), console_errors: log.consoleErrors, websockets: log.websockets,
+    });
+    return 1;
+  }
+  // A dev server's page (it loads Vite's client) is ready only once its HMR socket is open
+  // through the proxy: under a loaded TCG guest that can be seconds after the page shows, and an
+  // edit before then is an update nobody receives. A static page has no socket to wait for.
+  const devPage = await page.evaluate(() => !!document.querySelector('script[src*="@vite/client"]'));
+  const hmrBy = Date.now() + args.loadMs;
+  while (devPage && !log.hmrConnected() && Date.now() < hmrBy) await new Promise((r) => setTimeout(r, 100));
+  if (devPage && !log.hmrConnected()) {
+    emit({
+      ...result, error: `Vite's HMR WebSocket did not connect through the preview within ${args.loadMs / 1000} s`,
       page_text: await pageSnippet(page), console_errors: log.consoleErrors, websockets: log.websockets,
     });
     return 1;
