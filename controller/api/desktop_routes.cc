@@ -290,7 +290,17 @@ http::Task<void> GetControl(ApiContext& ctx, http::Exchange& ex) {
   auto& control = ctx.desktop->control();
   if (wait) {
     auto timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
-    std::function<bool(const desktop::ControlState&)> done = [seen](const desktop::ControlState& s) {
+    // A wait also ends when the workspace stops (or is deleted) meanwhile: the desktop goes
+    // with it, and the waiter learns so now rather than at its timeout. One that began on a
+    // workspace already down waits as asked (no answer at once, so no client loop spins).
+    auto live = [&service = ctx.service, tenant = ws->tenant_id, id = ws->id] {
+      auto now = service.Get(tenant, id);
+      return now && (now->state == workspace::State::kRunning || now->state == workspace::State::kStarting ||
+                     now->state == workspace::State::kCreating);
+    };
+    const bool was_live = live();
+    std::function<bool(const desktop::ControlState&)> done = [seen, was_live, live](const desktop::ControlState& s) {
+      if (was_live && !live()) return true;
       return seen ? s.revision != *seen : s.holder == desktop::Holder::kAgent;
     };
     auto waited = co_await WaitForDesktop(ctx.service, control, ws->tenant_id, ws->id, std::move(done), timeout_ms);

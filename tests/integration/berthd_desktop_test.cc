@@ -371,7 +371,7 @@ TEST_CASE("desktop: the agent waits for a release without polling; a lease runs 
 }
 
 TEST_CASE("desktop: a page waits for any change of control (?wait=change&revision=N), pushed, not polled; "
-          "a stale revision answers at once; a lease of the person's own is kept",
+          "a stale revision answers at once; a lease of the person's own is kept; a stop ends the wait",
           "[desktop]") {
   testing::RecordingRfbServer fake;
   std::string ws = Workspace("fake-change", fake.socket());
@@ -411,6 +411,24 @@ TEST_CASE("desktop: a page waits for any change of control (?wait=change&revisio
     CHECK(r.error().code == ErrorCode::kInvalidArgument);
   }
   CHECK(Control(ws)["holder"] == "agent");
+
+  // The workspace stops during a wait: the waiter hears of it then (same revision), not at its
+  // timeout. A wait begun on the stopped workspace waits as asked (no loop of instant answers).
+  uint64_t last = Control(ws)["revision"];
+  auto stopping = std::async(std::launch::async, [&] {
+    return Call(verb::get, fmt::format("{}?wait=change&revision={}&timeout=60s", base, last));
+  });
+  CHECK(stopping.wait_for(500ms) == std::future_status::timeout);
+  Call(verb::post, "/v1/workspaces/" + ws + "/stop", json::object());
+  REQUIRE(stopping.wait_for(20s) == std::future_status::ready);
+  CHECK(stopping.get()["revision"] == last);
+  Call(verb::post, "/v1/workspaces/" + ws + "/wait", json{{"state", "stopped"}, {"timeout_s", 60}});
+  auto down = std::async(std::launch::async, [&] {
+    return Call(verb::get, fmt::format("{}?wait=change&revision={}&timeout=3s", base, last));
+  });
+  CHECK(down.wait_for(1500ms) == std::future_status::timeout);
+  REQUIRE(down.wait_for(10s) == std::future_status::ready);
+  CHECK(down.get()["revision"] == last);
 }
 
 // --- the agent's eyes and hands --------------------------------------------------------------------

@@ -264,7 +264,8 @@ export function checkClipboardText(text: unknown): { text: string } {
 }
 
 /** How long berthd holds one `?wait=change` at most (ms) in waitForControlChange: between
- * two, the SDK reads the workspace's state (berthd's wait does not end when it stops). */
+ * two, the SDK reads the workspace's state (berthd ends a wait early when the workspace stops;
+ * one begun on a stopped workspace runs its course). */
 export const kControlWaitStepMs = 20_000;
 /** The states in which a desktop's control may still change. */
 const kLiveStates = ['creating', 'starting', 'running'];

@@ -27,7 +27,8 @@ MAX_KEYS_LENGTH = 64
 MIN_SCALE = 0.05
 MAX_CLIPBOARD = 1 << 20   # bytes of UTF-8 either way (controller/desktop/clipboard.h)
 #: Seconds berthd holds one ?wait=change at most; between two, the SDK asks whether the
-#: workspace still runs (berthd's wait does not end when it stops).
+#: workspace still runs (berthd ends a wait early when the workspace stops; a wait begun on
+#: a stopped one runs its course).
 CONTROL_WAIT_STEP = 20
 #: The states in which a desktop's control may still change.
 _LIVE = ("creating", "starting", "running")
