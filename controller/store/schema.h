@@ -181,6 +181,32 @@ ALTER TABLE workspaces ADD COLUMN screen TEXT NOT NULL DEFAULT '1280x800';
 ALTER TABLE events ADD COLUMN actor TEXT NOT NULL DEFAULT 'system';
 CREATE INDEX events_by_workspace_type ON events (workspace_id, type, id);
 )sql",
+      // 10: checkpoints (controller/workspace/checkpoints.cc). A workspace's disks are layers:
+      // `disk_gen` names its current top (root.qcow2/data.qcow2 for 0, root.g<N>.qcow2 after)
+      // and `disk_parent` the checkpoint that top is an overlay on (NULL: the image). A
+      // checkpoint owns the frozen layers of generation `gen`, on `parent`'s. A row `taking`
+      // is not yet a checkpoint: start-up finishes or drops it.
+      R"sql(
+ALTER TABLE workspaces ADD COLUMN disk_gen INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workspaces ADD COLUMN disk_parent TEXT;
+CREATE TABLE checkpoints (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('manual', 'before_restore', 'rolling')),
+  state TEXT NOT NULL CHECK (state IN ('taking', 'ready')),
+  gen INTEGER NOT NULL,
+  parent TEXT,
+  memory INTEGER NOT NULL CHECK (memory IN (0, 1)),
+  taken_while TEXT NOT NULL,          -- the workspace's state then: stopped, running, ...
+  pause_ms INTEGER,                   -- how long the guest was paused (memory checkpoints)
+  created_by TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  UNIQUE (workspace_id, name),
+  UNIQUE (workspace_id, gen)
+);
+)sql",
   };
   return kMigrations;
 }

@@ -14,7 +14,7 @@ constexpr std::string_view kWorkspaceColumns =
     "id, tenant_id, name, image, image_version, size, vcpus, memory_mib, disk_gib, "
     "idle_timeout_s, idle_action, max_runtime_s, auto_start, env, labels, state, error, "
     "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at, agent_port, "
-    "network, net_uid, screen";
+    "network, net_uid, screen, disk_gen, disk_parent";
 
 Workspace ReadWorkspace(const Statement& s) {
   Workspace ws;
@@ -51,6 +51,8 @@ Workspace ReadWorkspace(const Statement& s) {
   ws.network = policy ? *policy : network::Policy{network::Egress::kNone, {}, {}};
   ws.net_uid = s.OptInt(26);
   ws.screen = s.Text(27);
+  ws.disk_gen = s.Int(28);
+  ws.disk_parent = s.OptText(29);
   return ws;
 }
 
@@ -256,7 +258,7 @@ Result<Event> Store::InsertWorkspace(const Workspace& ws, const NewEvent& event,
 Status Store::InsertWorkspaceLocked(const Workspace& ws) {
   auto stmt = db_.Prepare(fmt::format(
       "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       kWorkspaceColumns));
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.name).Bind(4, ws.image)
@@ -268,7 +270,7 @@ Status Store::InsertWorkspaceLocked(const Workspace& ws) {
       .Bind(19, ws.uuid).Bind(20, ws.vsock_cid).Bind(21, ws.created_at).Bind(22, ws.updated_at)
       .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port)
       .Bind(26, DumpJson(network::PolicyJson(ws.network))).Bind(27, ws.net_uid)
-      .Bind(28, ws.screen);
+      .Bind(28, ws.screen).Bind(29, ws.disk_gen).Bind(30, ws.disk_parent);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,

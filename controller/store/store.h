@@ -80,6 +80,33 @@ struct Session {
   std::optional<int64_t> revoked_at;
 };
 
+// A checkpoint (controller/workspace/checkpoints.cc): the frozen disk layers of generation
+// `gen` of its workspace, on `parent`'s. `state` is "taking" until the transaction that makes
+// it the workspace's past (Store::CommitDisks) and "ready" from then on.
+struct Checkpoint {
+  std::string id;  // "cp_" + 16 hex characters
+  std::string tenant_id;
+  std::string workspace_id;
+  std::string name;
+  std::string kind = "manual";  // manual | before_restore | rolling
+  std::string state = "taking";
+  int64_t gen = 0;
+  std::optional<std::string> parent;
+  bool memory = false;
+  std::string taken_while;  // the workspace's state when it was taken
+  std::optional<int64_t> pause_ms;
+  std::string created_by;  // the API key's id ("" for berthd's own)
+  int64_t created_at = 0;
+};
+
+// What one disk change does to the checkpoint rows, in the transaction that moves the
+// workspace to its new generation (Store::CommitDisks).
+struct DiskChange {
+  std::vector<std::string> ready;                                     // taking -> ready
+  std::vector<std::pair<std::string, std::optional<std::string>>> reparent;  // (id, new parent)
+  std::vector<std::string> removed;                                   // rows deleted
+};
+
 struct WorkspaceFilter {
   std::optional<workspace::State> state;
   std::vector<std::pair<std::string, std::string>> labels;  // all must match
@@ -132,6 +159,20 @@ class Store {
   Result<Event> DeleteWorkspace(const std::string& id, const std::string& tenant_id,
                                 const NewEvent& event);
   Result<std::vector<int64_t>> UsedVsockCids();
+
+  // --- checkpoints (store_checkpoints.cc) ---
+  // A new row (state "taking"); already_exists for a name the workspace has already used.
+  Status InsertCheckpoint(const Checkpoint& checkpoint);
+  // A workspace's checkpoints, newest first ("taking" ones included: the caller decides).
+  Result<std::vector<Checkpoint>> ListCheckpoints(const std::string& workspace_id);
+  // One of a workspace's checkpoints by id or name.
+  Result<Checkpoint> GetCheckpoint(const std::string& workspace_id, const std::string& id_or_name);
+  // In one transaction: `ws` as UpdateWorkspace writes it and its disk_gen and disk_parent,
+  // the rows `change` names, and `event`. Commit point of every checkpoint, restore and
+  // checkpoint deletion: before it the old disks are the workspace's, after it the new.
+  Result<Event> CommitDisks(const workspace::Workspace& ws, const DiskChange& change, const NewEvent& event);
+  // Drops a row that never became a checkpoint (a "taking" one after a crash).
+  Status DeleteCheckpoint(const std::string& id);
   // The workspace's uid in [first, first + count): the one it has, or else the lowest free one,
   // stored before this returns (a workspace keeps it until deleted; one created before network
   // isolation gets one on its next boot). not_found for an unknown id, resource_exhausted when

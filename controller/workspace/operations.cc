@@ -68,8 +68,8 @@ hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const Imag
   spec.accel = kvm_ ? hypervisor::Accel::kKvm : hypervisor::Accel::kTcg;
   spec.kernel = image.kernel.string();
   spec.initrd = image.initrd.string();
-  spec.root_disk = layout.root_disk().string();
-  spec.data_disk = layout.data_disk().string();
+  spec.root_disk = layout.root_disk(ws.disk_gen).string();
+  spec.data_disk = layout.data_disk(ws.disk_gen).string();
   spec.token_file = layout.token().string();
   spec.hostname = ws.name;
   spec.screen = ws.screen;
@@ -251,7 +251,7 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
       }
       // A PATCH of disk_gib (stopped) takes effect here, before the VM opens the disk; done on
       // every cold boot, so a berthd killed between the PATCH and the boot still grows it.
-      if (auto s = GrowDisk(layout.data_disk(), ws.disk_gib); !s) {
+      if (auto s = GrowDisk(layout.data_disk(ws.disk_gen), ws.disk_gib); !s) {
         out.status = s;
         return out;
       }

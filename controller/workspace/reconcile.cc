@@ -170,7 +170,8 @@ void WorkspaceService::DropUnrecordedCreates(const std::vector<Workspace>& recor
     bool has_disk = false;
     for (const auto& file : fs::directory_iterator(layout.dir, fec)) {
       std::string name = file.path().filename().string();
-      has_disk = has_disk || name.starts_with("root.qcow2") || name.starts_with("data.qcow2");
+      has_disk = has_disk || name.starts_with("root.qcow2") || name.starts_with("data.qcow2") ||
+                 Layout::LayerGen(name).has_value();
     }
     if (has_disk) {
       spdlog::warn("workspaces: {} has disks but no record; leaving it for an operator", layout.dir.string());
@@ -195,7 +196,7 @@ void WorkspaceService::HoldImages() {
       spdlog::warn("workspace {} ({}): {}", ws.id, ws.name, image.error().message);
       continue;
     }
-    if (auto s = images_.Hold(*image, ws.id, LayoutFor(ws.id).root_disk()); !s) {
+    if (auto s = images_.Hold(*image, ws.id, LayoutFor(ws.id).root_disk(0)); !s) {
       spdlog::warn("workspace {} ({}): holding image: {}", ws.id, ws.name, s.error().message);
     }
   }

@@ -43,10 +43,11 @@ Status DefaultMakeDisks(const ImageVersion& image, const Layout& layout, int dis
     if (ec) return Fail(ErrnoError(ec.value(), "rename " + tmp.string()));
     return {};
   };
-  if (auto s = make(layout.root_disk(), [&](const fs::path& p) { return CreateOverlay(image.disk, p); }); !s) {
+  // A new workspace's disks are generation 0; checkpoints make the others (checkpoints.cc).
+  if (auto s = make(layout.root_disk(0), [&](const fs::path& p) { return CreateOverlay(image.disk, p); }); !s) {
     return s;
   }
-  return make(layout.data_disk(), [&](const fs::path& p) { return CreateBlankDisk(p, disk_gib); });
+  return make(layout.data_disk(0), [&](const fs::path& p) { return CreateBlankDisk(p, disk_gib); });
 }
 
 // States that will not turn into another by themselves.
@@ -112,6 +113,7 @@ Status WorkspaceService::Run() {
   auto all = store_.ListAllWorkspaces();
   if (!all) return Fail(all.error());
   DropUnrecordedCreates(*all);
+  ReconcileDisks(*all);
   for (auto& ws : *all) Adopt(std::move(ws));
   spdlog::info("workspaces: {} loaded; {} guests, {} transport, boot deadline {} s", all->size(),
                kvm_ ? "KVM" : "TCG", transport_->name(), boot_timeout_.count());
@@ -298,7 +300,7 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
     std::error_code ignored;
     fs::remove_all(layout.dir, ignored);
   };
-  if (auto held = images_.Hold(*image, ws.id, layout.root_disk()); !held) {
+  if (auto held = images_.Hold(*image, ws.id, layout.root_disk(0)); !held) {
     forget();
     return Fail(held.error().code == ErrorCode::kNotFound ? ErrorCode::kFailedPrecondition
                                                           : held.error().code,

@@ -118,6 +118,24 @@ struct ServiceOptions {
   HostDiskSource host_disk;
 };
 
+// POST /v1/workspaces/{ws}/checkpoints.
+struct CheckpointRequest {
+  std::string name;     // empty: the checkpoint's id
+  bool memory = false;  // with the guest's memory and processes (a running or hibernated one)
+};
+
+// A checkpoint as the API shows it: the row and what its layers take on the host.
+struct CheckpointInfo {
+  store::Checkpoint checkpoint;
+  int64_t size_bytes = 0;  // the allocated size of its two frozen layers
+};
+
+struct RestoreResult {
+  Workspace workspace;
+  // The checkpoint of the state before the restore ("before_restore"), unless told not to.
+  std::optional<store::Checkpoint> undo;
+};
+
 struct CreateResult {
   Workspace workspace;
   bool existed = false;  // an Idempotency-Key matched an earlier create
@@ -168,6 +186,22 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<Result<agent_client::AgentLink>> Wake(std::string tenant_id, std::string id,
                                              std::chrono::milliseconds timeout, std::string by = {},
                                              std::string what = "a request to its agent");
+
+  // --- checkpoints (checkpoints.cc) ---------------------------------------------------------
+  // Each runs behind the workspace's queued operations and answers once it is done. A
+  // checkpoint freezes the disks' top layers as they are and gives the workspace new tops on
+  // them; a restore gives it new tops on the checkpoint's layers, after checkpointing the state
+  // it leaves (`undo`); a delete merges the checkpoint's layers into the layers above them.
+  Task<Result<store::Checkpoint>> TakeCheckpoint(std::string tenant_id, std::string id_or_name,
+                                                 CheckpointRequest request, std::string by = {});
+  // Newest first. Blocking (SQLite, a stat per layer).
+  Result<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& tenant_id, const std::string& id_or_name);
+  Result<CheckpointInfo> GetCheckpoint(const std::string& tenant_id, const std::string& id_or_name,
+                                       const std::string& checkpoint);
+  Task<Result<store::Checkpoint>> DeleteCheckpoint(std::string tenant_id, std::string id_or_name,
+                                                   std::string checkpoint, std::string by = {});
+  Task<Result<RestoreResult>> RestoreCheckpoint(std::string tenant_id, std::string id_or_name,
+                                                std::string checkpoint, bool undo, std::string by = {});
 
   // --- the guest network (network_ops.cc; blocking: call them off I/O threads) --------------
   // "isolated", "off" or "failed" (v1::Health::network). Any thread; does not block.
@@ -318,6 +352,22 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<Result<nlohmann::json>> Probe(const agent_client::AgentLink& link, std::chrono::milliseconds deadline);
   // A KVM boot failed in a way that says KVM does not work here: TCG from now on.
   bool FallBackToTcg(const Actor& actor, const Error& error);
+
+  // --- checkpoints (checkpoints.cc) ---
+  // Runs `check` on the actor's strand now (between operations) and, when it passes, queues
+  // `op` behind the operations already queued; resumes the caller with op's result.
+  template <class T>
+  Task<Result<T>> Queued(ActorPtr actor, std::function<Status()> check, std::function<Task<Result<T>>()> op);
+  Task<Result<store::Checkpoint>> CheckpointOp(ActorPtr actor, CheckpointRequest request, std::string by);
+  Task<Result<RestoreResult>> RestoreOp(ActorPtr actor, std::string checkpoint, bool undo, std::string by);
+  Task<Result<store::Checkpoint>> DeleteCheckpointOp(ActorPtr actor, std::string checkpoint, std::string by);
+  // On the strand: stores `ws` (its new disk generation) with `change` and the event, then
+  // makes it the actor's record and publishes it (Commit, for disks).
+  Status CommitDisks(Actor& actor, Workspace ws, const store::DiskChange& change, const std::string& event,
+                     const std::string& message, const nlohmann::json& data, const std::string& by);
+  // At start-up: rows "taking" dropped, layer files that neither the top nor a checkpoint owns
+  // (a checkpoint, restore or delete cut short) removed.
+  void ReconcileDisks(const std::vector<Workspace>& records);
 
   // --- idle (idle.cc) ---
   Task<void> IdleLoop();

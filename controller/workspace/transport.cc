@@ -64,14 +64,27 @@ Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
 // workspace's uid reads them. Disks made before berthd's umask was 077 are 0644 (and, from
 // libvirt's relabelling under the shared QEMU user, may be libvirt-qemu's): this fixes them at
 // their next boot. The workspace directory is root's, so nothing in it is a link the uid
-// planted; lchown anyway.
-Status OwnFiles(const Layout& layout, uid_t uid) {
-  for (const auto& path : {layout.root_disk(), layout.data_disk(), layout.token()}) {
-    if (::lchown(path.c_str(), uid, uid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
-      if (errno == ENOENT) continue;
+// planted; lchown anyway. The frozen layers under the top (checkpoints.cc) stay root's, 0440
+// with the uid's group: its QEMU reads them as backing files and can neither write them nor
+// change their mode.
+Status OwnFiles(const Layout& layout, int64_t top_gen, uid_t uid) {
+  auto give = [](const std::filesystem::path& path, uid_t owner, gid_t group, mode_t mode) -> Status {
+    if (::lchown(path.c_str(), owner, group) != 0 || ::chmod(path.c_str(), mode) != 0) {
+      if (errno == ENOENT) return {};
       return Fail(ErrnoError(errno, "give " + path.string() + " to the workspace's uid"));
     }
+    return {};
+  };
+  for (const auto& path : {layout.root_disk(top_gen), layout.data_disk(top_gen), layout.token()}) {
+    if (auto s = give(path, uid, uid, 0600); !s) return s;
   }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(layout.dir, ec)) {
+    auto gen = Layout::LayerGen(entry.path().filename().string());
+    if (!gen || *gen == top_gen) continue;
+    if (auto s = give(entry.path(), 0, uid, 0440); !s) return s;
+  }
+  if (ec) return Fail(ErrnoError(ec.value(), "list " + layout.dir.string()));
   return {};
 }
 
@@ -142,7 +155,7 @@ class VmTransport : public Transport {
     }
     auto uid = static_cast<uid_t>(*ws.net_uid);
     if (auto s = PrepareRunDir(layout, uid, uid); !s) return s;
-    if (auto s = OwnFiles(layout, uid); !s) return s;
+    if (auto s = OwnFiles(layout, ws.disk_gen, uid); !s) return s;
     if (auto s = MakeConsolePrivate(layout); !s) return s;
     network::PasstOptions passt;
     passt.uid = uid;

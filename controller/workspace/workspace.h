@@ -73,6 +73,11 @@ struct Workspace {
   // UpdateWorkspace, so a stale copy cannot drop it).
   network::Policy network;
   std::optional<int64_t> net_uid;
+  // The disks' current top layers (layout.h) and the checkpoint they are overlays on (none:
+  // the image). Written only with the checkpoints they concern (Store::CommitDisks), never by
+  // UpdateWorkspace.
+  int64_t disk_gen = 0;
+  std::optional<std::string> disk_parent;
 
   // The libvirt domain name.
   std::string DomainName() const { return "berth-" + id; }

@@ -124,8 +124,8 @@ struct FuzzBerthd {
       co_return nlohmann::json::object();
     };
     o.make_disks = [](const workspace::ImageVersion&, const workspace::Layout& layout, int) -> Status {
-      std::ofstream(layout.root_disk()) << "root";
-      std::ofstream(layout.data_disk()) << "data";
+      std::ofstream(layout.root_disk(0)) << "root";
+      std::ofstream(layout.data_disk(0)) << "data";
       return {};
     };
     service = std::make_unique<workspace::WorkspaceService>(

@@ -6,6 +6,7 @@ target_precompile_headers(berth_test_berthd REUSE_FROM berth_common)
 berth_add_test(integration_berthd_api SOURCES integration/berthd_api_test.cc
                                                 integration/berthd_routes_test.cc
                                                 integration/berthd_timeline_test.cc
+                                                integration/berthd_checkpoints_test.cc
                LIBS berth_test_berthd LABELS integration TIMEOUT 600)
 set_tests_properties(integration_berthd_api PROPERTIES
                      ENVIRONMENT "BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")

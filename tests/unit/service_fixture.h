@@ -170,8 +170,8 @@ struct Fixture {
       co_return activity;
     };
     options.make_disks = [](const ImageVersion&, const Layout& layout, int) -> Status {
-      std::ofstream(layout.root_disk()) << "root";
-      std::ofstream(layout.data_disk()) << "data";
+      std::ofstream(layout.root_disk(0)) << "root";
+      std::ofstream(layout.data_disk(0)) << "data";
       return {};
     };
     // Not the free space of the machine the tests run on, and no quota in the way of tests

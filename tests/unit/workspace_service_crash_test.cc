@@ -93,19 +93,19 @@ TEST_CASE("crash: a create cut before its record leaves no directory or hold aft
   fs::create_directories(cut.dir);
   auto holds = f.dir.path() / "images/base/v1/holds";
   fs::create_directories(holds);
-  std::ofstream(holds / "ws_0123456789abcdef") << cut.root_disk().string() << "\n";
+  std::ofstream(holds / "ws_0123456789abcdef") << cut.root_disk(0).string() << "\n";
   // A directory with a disk but no record was not left by a create: it stays for an operator.
   auto unknown = Layout(f.dir.path(), "ws_fedcba9876543210");
   fs::create_directories(unknown.dir);
-  std::ofstream(unknown.data_disk()) << "data";
+  std::ofstream(unknown.data_disk(0)) << "data";
   auto kept = f.Create("kept");
   REQUIRE(f.Reaches(kept.id, State::kRunning));
 
   f.RestartService();
   CHECK_FALSE(fs::exists(cut.dir));
   CHECK_FALSE(fs::exists(holds / "ws_0123456789abcdef"));
-  CHECK(fs::exists(unknown.data_disk()));
-  CHECK(fs::exists(Layout(f.dir.path(), kept.id).root_disk()));
+  CHECK(fs::exists(unknown.data_disk(0)));
+  CHECK(fs::exists(Layout(f.dir.path(), kept.id).root_disk(0)));
   CHECK(fs::exists(holds / kept.id));
   CHECK(f.Reaches(kept.id, State::kRunning));
 }

@@ -92,7 +92,7 @@ TEST_CASE("faults: a failed undefine keeps the workspace and its disks until a r
   REQUIRE(f.Delete(ws.id).has_value());
   f.service->WaitIdleForTest();
   CHECK(f.StateOf(ws.id) == State::kDeleting);
-  CHECK(fs::exists(Layout(f.dir.path(), ws.id).data_disk()));
+  CHECK(fs::exists(Layout(f.dir.path(), ws.id).data_disk(0)));
   CHECK(f.HasEvent(ws.id, "error"));
   // The reconciler runs the delete again.
   f.service->ReconcileForTest();

@@ -20,7 +20,7 @@ TEST_CASE("service: create boots; every transition is stored before the hypervis
   CHECK(ws.state == State::kCreating);
   REQUIRE(f.Reaches(ws.id, State::kRunning));
   CHECK(f.hv.State(ws.DomainName()) == DomainState::kRunning);
-  CHECK(fs::exists(Layout(f.dir.path(), ws.id).data_disk()));
+  CHECK(fs::exists(Layout(f.dir.path(), ws.id).data_disk(0)));
   // The per-boot token: 64 hex characters, owner-only.
   auto token = Layout(f.dir.path(), ws.id).token();
   CHECK(fs::file_size(token) == 64);
@@ -327,7 +327,7 @@ TEST_CASE("service: reconciliation ends every state a crash can leave in a defin
   CHECK(f.hv.State(foreign.name) == DomainState::kRunning);
   // Every disk of every workspace that still exists is still there.
   for (const auto& id : {running_gone, hib_lost, stopping, adopted, creating}) {
-    CHECK(fs::exists(Layout(f.dir.path(), id).data_disk()));
+    CHECK(fs::exists(Layout(f.dir.path(), id).data_disk(0)));
   }
   // What the API reads agrees with the store.
   for (const auto& m : made) {
@@ -363,7 +363,7 @@ TEST_CASE("service: image versions a workspace uses are kept, unused ones collec
   std::ifstream hold(images / "base/v1/holds" / a.id);
   std::string named;
   std::getline(hold, named);
-  CHECK(named == Layout(f.dir.path(), a.id).root_disk().string());
+  CHECK(named == Layout(f.dir.path(), a.id).root_disk(0).string());
 
   Publish(images, "v2", /*current=*/true);
   Publish(images, "v3", false);  // never used
@@ -420,6 +420,32 @@ TEST_CASE("service: a restarted berthd holds the images of workspaces made befor
   f.service->CollectImagesForTest();
   CHECK(fs::exists(data / "images/base/v1/holds" / ws.id));
   CHECK(fs::exists(data / "images/base/v1/disk.qcow2"));
+}
+
+}  // namespace
+}  // namespace berth::workspace
+
+namespace berth::workspace {
+namespace {
+
+TEST_CASE("layout: each generation's layers have their own names, and only those read back as layers",
+          "[layout]") {
+  Layout layout("/data", "ws_0123456789abcdef");
+  CHECK(layout.root_disk(0) == "/data/workspaces/ws_0123456789abcdef/root.qcow2");
+  CHECK(layout.data_disk(0) == "/data/workspaces/ws_0123456789abcdef/data.qcow2");
+  CHECK(layout.root_disk(12) == "/data/workspaces/ws_0123456789abcdef/root.g12.qcow2");
+  CHECK(layout.data_disk(3) == "/data/workspaces/ws_0123456789abcdef/data.g3.qcow2");
+  CHECK(Layout::LayerGen("root.qcow2") == 0);
+  CHECK(Layout::LayerGen("data.g12.qcow2") == 12);
+  for (int64_t gen : {1, 9, 10, 123456789}) {
+    CHECK(Layout::LayerGen(layout.root_disk(gen).filename().string()) == gen);
+  }
+  for (const char* other : {"token", "console.log", "root.qcow2.tmp", "root.g.qcow2", "root.g0.qcow2",
+                            "root.g01.qcow2", "root.g-1.qcow2", "root.g1x.qcow2", "swap.g1.qcow2",
+                            "root.g99999999999999999999.qcow2", "rootg1.qcow2", "data.g1.qcow2.tmp"}) {
+    INFO(other);
+    CHECK_FALSE(Layout::LayerGen(other).has_value());
+  }
 }
 
 }  // namespace

@@ -1,0 +1,137 @@
+// /v1/workspaces/{ws}/checkpoints: a workspace's checkpoints (controller/workspace/
+// checkpoints.cc). Taking, restoring and deleting need a write key, reading a read key. Each
+// call answers once the operation is done: it runs behind the workspace's queued operations.
+#include <fmt/format.h>
+
+#include "common/v1/checkpoint.h"
+#include "controller/api/api_server.h"
+#include "controller/api/json.h"
+
+namespace berth::api {
+namespace {
+
+using http::bhttp::status;
+using http::bhttp::verb;
+
+v1::Checkpoint Wire(const store::Checkpoint& c, int64_t size_bytes) {
+  v1::Checkpoint w;
+  w.id = c.id;
+  w.workspace_id = c.workspace_id;
+  w.name = c.name;
+  w.kind = c.kind;
+  w.memory = c.memory;
+  w.parent = c.parent;
+  w.taken_while = c.taken_while;
+  w.pause_ms = c.pause_ms;
+  w.size_bytes = size_bytes;
+  w.created_by = c.created_by;
+  w.created_at = c.created_at;
+  return w;
+}
+
+// The checkpoint just taken, with its size read from its layers.
+http::Task<nlohmann::json> Shown(ApiContext& ctx, const std::string& tenant, const std::string& ws,
+                                 const store::Checkpoint& c) {
+  auto info = co_await ctx.Blocking([&] { return ctx.service.GetCheckpoint(tenant, ws, c.id); });
+  co_return v1::ToJson(Wire(c, info ? info->size_bytes : 0));
+}
+
+http::Task<void> Take(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  auto request = v1::CreateCheckpointFromJson(*body);
+  if (!request) {
+    co_await ex.SendError(request.error());
+    co_return;
+  }
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  std::string ws(ex.param("ws"));
+  workspace::CheckpointRequest take{request->name.value_or(""), request->memory};
+  auto taken = co_await ctx.service.TakeCheckpoint(tenant, ws, std::move(take), ActorOf(ex));
+  if (!taken) {
+    co_await ex.SendError(taken.error());
+    co_return;
+  }
+  auto json = co_await Shown(ctx, tenant, ws, *taken);
+  co_await ex.SendJson(status::created, json);
+}
+
+http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  std::string ws(ex.param("ws"));
+  auto listed = co_await ctx.Blocking([&] { return ctx.service.ListCheckpoints(tenant, ws); });
+  if (!listed) {
+    co_await ex.SendError(listed.error());
+    co_return;
+  }
+  std::vector<v1::Checkpoint> wire;
+  for (const auto& info : *listed) wire.push_back(Wire(info.checkpoint, info.size_bytes));
+  co_await ex.SendJson(status::ok, v1::CheckpointListJson(wire));
+}
+
+http::Task<void> Get(ApiContext& ctx, http::Exchange& ex) {
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  std::string ws(ex.param("ws"));
+  std::string cp(ex.param("cp"));
+  auto info = co_await ctx.Blocking([&] { return ctx.service.GetCheckpoint(tenant, ws, cp); });
+  if (!info) {
+    co_await ex.SendError(info.error());
+    co_return;
+  }
+  co_await ex.SendJson(status::ok, v1::ToJson(Wire(info->checkpoint, info->size_bytes)));
+}
+
+http::Task<void> Delete(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  auto gone = co_await ctx.service.DeleteCheckpoint(tenant, std::string(ex.param("ws")),
+                                                    std::string(ex.param("cp")), ActorOf(ex));
+  if (!gone) {
+    co_await ex.SendError(gone.error());
+    co_return;
+  }
+  co_await ex.SendJson(status::ok, v1::ToJson(Wire(*gone, 0)));
+}
+
+http::Task<void> Restore(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  auto request = v1::RestoreCheckpointFromJson(*body);
+  if (!request) {
+    co_await ex.SendError(request.error());
+    co_return;
+  }
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  std::string ws(ex.param("ws"));
+  auto restored = co_await ctx.service.RestoreCheckpoint(tenant, ws, std::string(ex.param("cp")),
+                                                         request->undo, ActorOf(ex));
+  if (!restored) {
+    co_await ex.SendError(restored.error());
+    co_return;
+  }
+  nlohmann::json answer = {{"workspace", WorkspaceJson(restored->workspace)}, {"undo", nullptr}};
+  if (restored->undo) answer["undo"] = co_await Shown(ctx, tenant, ws, *restored->undo);
+  co_await ex.SendJson(status::ok, answer);
+}
+
+}  // namespace
+
+void AddCheckpointRoutes(http::Router& router, ApiContext& ctx) {
+  router.Add(verb::post, "/v1/workspaces/{ws}/checkpoints", [&ctx](http::Exchange& ex) { return Take(ctx, ex); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/checkpoints", [&ctx](http::Exchange& ex) { return List(ctx, ex); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/checkpoints/{cp}", [&ctx](http::Exchange& ex) { return Get(ctx, ex); });
+  router.Add(verb::delete_, "/v1/workspaces/{ws}/checkpoints/{cp}",
+             [&ctx](http::Exchange& ex) { return Delete(ctx, ex); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/checkpoints/{cp}/restore",
+             [&ctx](http::Exchange& ex) { return Restore(ctx, ex); });
+}
+
+}  // namespace berth::api

@@ -1,0 +1,510 @@
+// Checkpoints of a workspace's disks: take, list, restore (with undo) and delete, on the qcow2
+// chains the workspace already runs on (docs/architecture.md, "Checkpoints").
+//
+// A workspace's two disks are chains of layers, one per generation (layout.h). Its record names
+// the top (`disk_gen`) and the checkpoint under it (`disk_parent`); a checkpoint owns the frozen
+// layers of its own generation, on its parent's. Generations only grow: the next one is always
+// `disk_gen + 1`, so no two layers ever share a name and no file is renamed under a QEMU.
+//
+// Crash safety, one rule: the files are made first and the store's transaction (CommitDisks)
+// is the commit point; at start-up ReconcileDisks makes the files agree with the store. So a
+// berthd killed at any step leaves every checkpoint whole or gone and the workspace on either
+// its old or its new disks, never a mix.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/random.h"
+#include "controller/workspace/disks.h"
+#include "controller/workspace/service_internal.h"
+
+namespace berth::workspace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+namespace {
+
+// qemu-img rebase copies what the layer being dropped holds into each layer above it: bounded
+// by the disk's size, so minutes at worst.
+constexpr std::chrono::seconds kRebaseTimeout{3600};
+
+// The two top layers of generation `gen`, overlays on `root_backing` and `data_backing` (the
+// data disk of generation 0 has none: it is made blank at create). Made under temporary names
+// and renamed, so a layer with its final name is whole; anything already there is not yet any
+// record's (generations above disk_gen are never committed) and is replaced.
+Status MakeLayers(const Layout& layout, int64_t gen, const fs::path& root_backing, const fs::path& data_backing) {
+  for (const auto& [backing, path] : {std::pair{root_backing, layout.root_disk(gen)},
+                                      std::pair{data_backing, layout.data_disk(gen)}}) {
+    fs::path tmp = path;
+    tmp += ".tmp";
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    fs::remove(path, ec);
+    if (auto s = CreateOverlay(backing, tmp); !s) return s;
+    fs::rename(tmp, path, ec);
+    if (ec) return Fail(ErrnoError(ec.value(), "rename " + tmp.string()));
+  }
+  return {};
+}
+
+void RemoveLayers(const Layout& layout, int64_t gen) {
+  std::error_code ec;
+  for (const auto& path : {layout.root_disk(gen), layout.data_disk(gen)}) {
+    fs::path tmp = path;
+    tmp += ".tmp";
+    fs::remove(path, ec);
+    fs::remove(tmp, ec);
+  }
+}
+
+// A checkpoint's layers are never written again: read-only for everyone (the transport gives a
+// VM's QEMU read access to them through the group, transport.cc).
+void FreezeLayers(const Layout& layout, int64_t gen) {
+  for (const auto& path : {layout.root_disk(gen), layout.data_disk(gen)}) {
+    if (::chmod(path.c_str(), 0440) != 0 && errno != ENOENT) {
+      spdlog::warn("checkpoint layer {}: chmod: {}", path.string(), std::strerror(errno));
+    }
+  }
+}
+
+int64_t AllocatedBytes(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_blocks) * 512;
+}
+
+// Points `layer` at `backing` (none: the layer becomes whole) and copies into it what the
+// layer it leaves held, so what it reads is unchanged (qemu-img rebase's safe mode; cut short,
+// the layer still reads the same through either backing file). A frozen layer is made
+// writable for the rebase and frozen again.
+Status Rebase(const fs::path& layer, const std::optional<fs::path>& backing, bool frozen) {
+  if (frozen && ::chmod(layer.c_str(), 0640) != 0) return Fail(ErrnoError(errno, "chmod " + layer.string()));
+  std::vector<std::string> argv = {"qemu-img", "rebase", "-q", "-f", "qcow2"};
+  if (backing) {
+    argv.insert(argv.end(), {"-F", "qcow2", "-b", backing->string()});
+  } else {
+    argv.insert(argv.end(), {"-b", ""});
+  }
+  argv.push_back(layer.string());
+  auto status = RunCommand(argv, kRebaseTimeout);
+  if (frozen) ::chmod(layer.c_str(), 0440);
+  return status;
+}
+
+// A row that never became a checkpoint; a failure leaves it to the next start-up's
+// ReconcileDisks, which drops every row still "taking".
+void DropRow(store::Store& store, const std::string& id) {
+  if (auto s = store.DeleteCheckpoint(id); !s) {
+    spdlog::warn("checkpoint {}: dropping its row: {}", id, s.error().message);
+  }
+}
+
+std::string Describe(const store::Checkpoint& c) {
+  return c.name == c.id ? c.id : fmt::format("'{}' ({})", c.name, c.id);
+}
+
+nlohmann::json EventData(const store::Checkpoint& c) {
+  return {{"checkpoint", c.id}, {"name", c.name}, {"kind", c.kind}, {"memory", c.memory}};
+}
+
+}  // namespace
+
+// --- queued with a result -------------------------------------------------------------------
+
+template <class T>
+Task<Result<T>> WorkspaceService::Queued(ActorPtr actor, std::function<Status()> check,
+                                          std::function<Task<Result<T>>()> op) {
+  auto executor = co_await asio::this_coro::executor;
+  auto initiation = [actor, executor, check = std::move(check), op = std::move(op)](auto handler) mutable {
+    // The handler is move-only and the queue holds copyable functions: it waits in a slot.
+    using Handler = decltype(handler);
+    auto slot = std::make_shared<std::optional<Handler>>(std::move(handler));
+    auto finish = [slot, executor](Result<T> result) {
+      asio::post(executor, [slot, result = std::move(result)]() mutable {
+        if (*slot) std::move(**slot)(std::move(result));
+      });
+    };
+    asio::post(actor->strand(), [actor, finish, check = std::move(check), op = std::move(op)]() mutable {
+      if (auto s = check(); !s) {
+        finish(Fail(s.error()));
+        return;
+      }
+      actor->Enqueue([finish, op = std::move(op)]() -> Task<void> {
+        auto result = co_await op();
+        finish(std::move(result));
+      });
+    });
+  };
+  co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(Result<T>)>(
+      std::move(initiation), asio::use_awaitable);
+}
+
+// --- the API's calls --------------------------------------------------------------------------
+
+Task<Result<store::Checkpoint>> WorkspaceService::TakeCheckpoint(std::string tenant_id, std::string id_or_name,
+                                                                 CheckpointRequest request, std::string by) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  if (!request.name.empty()) {
+    if (auto s = ValidateName(request.name); !s) co_return Fail(s.error());
+  }
+  auto check = [a, memory = request.memory]() -> Status {
+    const Workspace& ws = a->record();
+    if (memory) {
+      return Fail(ErrorCode::kFailedPrecondition,
+                  fmt::format("workspace '{}': checkpoints with memory are not available yet; take one without "
+                              "(\"memory\": false) of the stopped workspace",
+                              ws.name));
+    }
+    if (ws.state != State::kStopped) {
+      return Fail(ErrorCode::kFailedPrecondition,
+                  fmt::format("cannot checkpoint workspace '{}' while it is {}: stop it first (a running "
+                              "workspace's checkpoints are not available yet)",
+                              ws.name, StateName(ws.state)));
+    }
+    return {};
+  };
+  auto op = [this, a, request = std::move(request), by = std::move(by)]() { return CheckpointOp(a, request, by); };
+  co_return co_await Queued<store::Checkpoint>(a, std::move(check), std::move(op));
+}
+
+Result<std::vector<CheckpointInfo>> WorkspaceService::ListCheckpoints(const std::string& tenant_id,
+                                                                      const std::string& id_or_name) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) return Fail(found.error());
+  auto rows = store_.ListCheckpoints((*found)->id());
+  if (!rows) return Fail(rows.error());
+  Layout layout = LayoutFor((*found)->id());
+  std::vector<CheckpointInfo> out;
+  for (auto& c : *rows) {
+    if (c.state != "ready") continue;
+    int64_t size = AllocatedBytes(layout.root_disk(c.gen)) + AllocatedBytes(layout.data_disk(c.gen));
+    out.push_back(CheckpointInfo{std::move(c), size});
+  }
+  return out;
+}
+
+Result<CheckpointInfo> WorkspaceService::GetCheckpoint(const std::string& tenant_id, const std::string& id_or_name,
+                                                       const std::string& checkpoint) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) return Fail(found.error());
+  auto row = store_.GetCheckpoint((*found)->id(), checkpoint);
+  if (!row) return Fail(row.error());
+  if (row->state != "ready") {
+    return Fail(ErrorCode::kNotFound, fmt::format("checkpoint '{}' is still being taken", checkpoint));
+  }
+  Layout layout = LayoutFor((*found)->id());
+  int64_t size = AllocatedBytes(layout.root_disk(row->gen)) + AllocatedBytes(layout.data_disk(row->gen));
+  return CheckpointInfo{std::move(*row), size};
+}
+
+Task<Result<RestoreResult>> WorkspaceService::RestoreCheckpoint(std::string tenant_id, std::string id_or_name,
+                                                                 std::string checkpoint, bool undo, std::string by) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto check = [a]() -> Status {
+    const Workspace& ws = a->record();
+    if (ws.state != State::kStopped) {
+      return Fail(ErrorCode::kFailedPrecondition,
+                  fmt::format("cannot restore workspace '{}' while it is {}: stop it first", ws.name,
+                              StateName(ws.state)));
+    }
+    return {};
+  };
+  auto op = [this, a, checkpoint = std::move(checkpoint), undo, by = std::move(by)]() {
+    return RestoreOp(a, checkpoint, undo, by);
+  };
+  co_return co_await Queued<RestoreResult>(a, std::move(check), std::move(op));
+}
+
+Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpoint(std::string tenant_id, std::string id_or_name,
+                                                                   std::string checkpoint, std::string by) {
+  auto found = Lookup(tenant_id, id_or_name);
+  if (!found) co_return Fail(found.error());
+  ActorPtr a = *found;
+  auto check = []() -> Status { return {}; };
+  auto op = [this, a, checkpoint = std::move(checkpoint), by = std::move(by)]() {
+    return DeleteCheckpointOp(a, checkpoint, by);
+  };
+  co_return co_await Queued<store::Checkpoint>(a, std::move(check), std::move(op));
+}
+
+// --- the operations (on the actor's strand, one at a time with its others) ----------------------
+
+Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, CheckpointRequest request, std::string by) {
+  Workspace ws = a->record();
+  // Queued behind other operations: the state is asked again now that it runs.
+  if (ws.state != State::kStopped) co_return Fail(Conflict(ws, "checkpoint"));
+  store::Checkpoint c;
+  c.id = NewId("cp");
+  c.tenant_id = ws.tenant_id;
+  c.workspace_id = ws.id;
+  c.name = request.name.empty() ? c.id : request.name;
+  c.gen = ws.disk_gen;
+  c.parent = ws.disk_parent;
+  c.taken_while = std::string(StateName(ws.state));
+  c.created_by = store::KeyActor(by);
+  c.created_at = Now();
+  Layout layout = LayoutFor(ws.id);
+  int64_t next = ws.disk_gen + 1;
+  auto make = [&]() -> Status {
+    if (auto s = store_.InsertCheckpoint(c); !s) return s;
+    if (auto s = MakeLayers(layout, next, layout.root_disk(c.gen), layout.data_disk(c.gen)); !s) {
+      RemoveLayers(layout, next);
+      DropRow(store_, c.id);
+      return s;
+    }
+    return {};
+  };
+  if (auto s = co_await Blocking(std::move(make)); !s) co_return Fail(s.error());
+
+  ws = a->record();
+  ws.disk_gen = next;
+  ws.disk_parent = c.id;
+  ws.updated_at = Now();
+  store::DiskChange change;
+  change.ready.push_back(c.id);
+  auto data = EventData(c);
+  data["taken_while"] = c.taken_while;
+  if (auto s = CommitDisks(*a, ws, change, "checkpoint", fmt::format("checkpoint {} taken (disk)", Describe(c)),
+                           data, by);
+      !s) {
+    auto undo = [&] {
+      RemoveLayers(layout, next);
+      DropRow(store_, c.id);
+    };
+    co_await Blocking(std::move(undo));
+    co_return Fail(s.error());
+  }
+  c.state = "ready";
+  auto freeze = [&] { FreezeLayers(layout, c.gen); };
+  co_await Blocking(std::move(freeze));
+  co_return c;
+}
+
+Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string checkpoint, bool undo, std::string by) {
+  Workspace ws = a->record();
+  if (ws.state != State::kStopped) co_return Fail(Conflict(ws, "restore"));
+  Layout layout = LayoutFor(ws.id);
+  auto read = [&] { return store_.GetCheckpoint(ws.id, checkpoint); };
+  auto target = co_await Blocking(std::move(read));
+  if (!target) co_return Fail(target.error());
+  if (target->state != "ready") {
+    co_return Fail(ErrorCode::kNotFound, fmt::format("checkpoint '{}' is still being taken", checkpoint));
+  }
+  if (target->memory) {
+    co_return Fail(ErrorCode::kFailedPrecondition, "restoring a checkpoint with memory is not available yet");
+  }
+  std::optional<store::Checkpoint> before;
+  if (undo) {
+    store::Checkpoint b;
+    b.id = NewId("cp");
+    b.tenant_id = ws.tenant_id;
+    b.workspace_id = ws.id;
+    b.name = b.id;
+    b.kind = "before_restore";
+    b.gen = ws.disk_gen;
+    b.parent = ws.disk_parent;
+    b.taken_while = std::string(StateName(ws.state));
+    b.created_by = store::KeyActor(by);
+    b.created_at = Now();
+    before = std::move(b);
+  }
+  int64_t next = ws.disk_gen + 1;
+  auto make = [&]() -> Status {
+    if (before) {
+      if (auto s = store_.InsertCheckpoint(*before); !s) return s;
+    }
+    if (auto s = MakeLayers(layout, next, layout.root_disk(target->gen), layout.data_disk(target->gen)); !s) {
+      RemoveLayers(layout, next);
+      if (before) DropRow(store_, before->id);
+      return s;
+    }
+    return {};
+  };
+  if (auto s = co_await Blocking(std::move(make)); !s) co_return Fail(s.error());
+
+  int64_t left = ws.disk_gen;
+  ws = a->record();
+  ws.disk_gen = next;
+  ws.disk_parent = target->id;
+  ws.updated_at = Now();
+  store::DiskChange change;
+  if (before) change.ready.push_back(before->id);
+  auto data = EventData(*target);
+  if (before) data["undo"] = before->id;
+  std::string message = fmt::format("restored checkpoint {}", Describe(*target));
+  if (before) message += fmt::format("; the state it left is checkpoint {}", before->id);
+  if (auto s = CommitDisks(*a, ws, change, "restored", message, data, by); !s) {
+    auto drop = [&] {
+      RemoveLayers(layout, next);
+      if (before) DropRow(store_, before->id);
+    };
+    co_await Blocking(std::move(drop));
+    co_return Fail(s.error());
+  }
+  // The layers left behind: the undo checkpoint's now, or nobody's.
+  auto settle = [&] {
+    if (before) {
+      FreezeLayers(layout, left);
+    } else {
+      RemoveLayers(layout, left);
+    }
+  };
+  co_await Blocking(std::move(settle));
+  RestoreResult out{a->record(), std::nullopt};
+  if (before) {
+    before->state = "ready";
+    out.undo = std::move(before);
+  }
+  co_return out;
+}
+
+Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a, std::string checkpoint, std::string by) {
+  Workspace ws = a->record();
+  Layout layout = LayoutFor(ws.id);
+  auto list = [&] { return store_.ListCheckpoints(ws.id); };
+  auto rows = co_await Blocking(std::move(list));
+  if (!rows) co_return Fail(rows.error());
+  auto it = std::find_if(rows->begin(), rows->end(),
+                         [&](const store::Checkpoint& c) { return c.id == checkpoint || c.name == checkpoint; });
+  if (it == rows->end() || it->state != "ready") {
+    co_return Fail(ErrorCode::kNotFound, fmt::format("no checkpoint '{}' in this workspace", checkpoint));
+  }
+  store::Checkpoint gone = *it;
+  // A running VM has its whole chain open: a layer under its top can be neither rebased nor
+  // removed until it stops.
+  bool live_chain = false;
+  for (auto under = ws.disk_parent; under && !live_chain;) {
+    if (*under == gone.id) live_chain = true;
+    auto next = std::find_if(rows->begin(), rows->end(), [&](const store::Checkpoint& c) { return c.id == *under; });
+    under = next == rows->end() ? std::nullopt : next->parent;
+  }
+  if (live_chain && ws.state != State::kStopped && ws.state != State::kError) {
+    co_return Fail(ErrorCode::kFailedPrecondition,
+                   fmt::format("checkpoint {} is under the disks of workspace '{}', which is {}: stop it to "
+                               "delete the checkpoint",
+                               Describe(gone), ws.name, StateName(ws.state)));
+  }
+  // What the layers above it will stand on instead: its parent's, or the image (the data
+  // disk's first layer stands on nothing).
+  std::optional<store::Checkpoint> parent;
+  if (gone.parent) {
+    auto p = std::find_if(rows->begin(), rows->end(), [&](const store::Checkpoint& c) { return c.id == *gone.parent; });
+    if (p != rows->end()) parent = *p;
+  }
+  std::optional<fs::path> root_backing;
+  std::optional<fs::path> data_backing;
+  if (parent) {
+    root_backing = layout.root_disk(parent->gen);
+    data_backing = layout.data_disk(parent->gen);
+  } else {
+    auto image = images_.Get(ws.image, ws.image_version);
+    if (!image) co_return Fail(image.error());
+    root_backing = image->disk;
+  }
+  // The layers above it: its child checkpoints' and the top's.
+  store::DiskChange change;
+  std::vector<std::pair<int64_t, bool>> above;  // (generation, frozen)
+  for (const auto& c : *rows) {
+    if (c.parent == gone.id && c.state == "ready") {
+      above.emplace_back(c.gen, true);
+      change.reparent.emplace_back(c.id, gone.parent);
+    }
+  }
+  if (ws.disk_parent == gone.id) above.emplace_back(ws.disk_gen, false);
+  auto rebase = [&]() -> Status {
+    for (const auto& [gen, frozen] : above) {
+      if (auto s = Rebase(layout.root_disk(gen), root_backing, frozen); !s) return s;
+      if (auto s = Rebase(layout.data_disk(gen), data_backing, frozen); !s) return s;
+    }
+    return {};
+  };
+  if (auto s = co_await Blocking(std::move(rebase)); !s) co_return Fail(s.error());
+
+  ws = a->record();
+  if (ws.disk_parent == gone.id) ws.disk_parent = gone.parent;
+  change.removed.push_back(gone.id);
+  if (auto s = CommitDisks(*a, ws, change, "checkpoint_deleted", fmt::format("checkpoint {} deleted", Describe(gone)),
+                           EventData(gone), by);
+      !s) {
+    co_return Fail(s.error());
+  }
+  auto remove = [&] { RemoveLayers(layout, gone.gen); };
+  co_await Blocking(std::move(remove));
+  co_return gone;
+}
+
+Status WorkspaceService::CommitDisks(Actor& actor, Workspace ws, const store::DiskChange& change,
+                                     const std::string& event, const std::string& message, const nlohmann::json& data,
+                                     const std::string& by) {
+  store::NewEvent line{Now(), event, message, data, by.empty() ? std::string(store::kSystemActor) : by};
+  line.data["state"] = std::string(StateName(ws.state));
+  auto added = store_.CommitDisks(ws, change, line);
+  if (!added) {
+    spdlog::error("workspace {}: writing ({}): {}", ws.id, event, added.error().message);
+    return Fail(added.error());
+  }
+  spdlog::info("workspace {} ({}): {}: {}", ws.id, ws.name, event, message);
+  Change published;
+  published.tenant_id = ws.tenant_id;
+  published.workspace_id = ws.id;
+  published.workspace = ws;
+  published.event = std::move(*added);
+  actor.SetRecord(std::move(ws));
+  feed_.Publish(published);
+  return {};
+}
+
+// --- start-up ----------------------------------------------------------------------------------
+
+void WorkspaceService::ReconcileDisks(const std::vector<Workspace>& records) {
+  for (const auto& ws : records) {
+    if (ws.state == State::kDeleting) continue;
+    auto rows = store_.ListCheckpoints(ws.id);
+    if (!rows) {
+      spdlog::warn("workspace {}: checkpoints: {}", ws.id, rows.error().message);
+      continue;
+    }
+    std::set<int64_t> owned = {ws.disk_gen};
+    for (const auto& c : *rows) {
+      if (c.state == "ready") {
+        owned.insert(c.gen);
+        continue;
+      }
+      // Every checkpoint so far is of a stopped workspace: a row still "taking" never reached
+      // its commit, so the disks never moved to its next generation (removed below).
+      spdlog::info("workspace {}: checkpoint {} was cut short; dropped", ws.id, c.id);
+      DropRow(store_, c.id);
+    }
+    Layout layout = LayoutFor(ws.id);
+    std::error_code ec;
+    std::vector<fs::path> stray;
+    for (const auto& entry : fs::directory_iterator(layout.dir, ec)) {
+      std::string name = entry.path().filename().string();
+      std::string layer = name.ends_with(".tmp") ? name.substr(0, name.size() - 4) : name;
+      auto gen = Layout::LayerGen(layer);
+      if (!gen) continue;
+      if (name != layer || !owned.contains(*gen)) stray.push_back(entry.path());
+    }
+    for (const auto& path : stray) {
+      spdlog::info("workspace {}: removing {}, a layer no checkpoint or disk owns", ws.id, path.filename().string());
+      fs::remove(path, ec);
+    }
+    for (int64_t gen : owned) {
+      if (gen != ws.disk_gen) FreezeLayers(layout, gen);
+    }
+  }
+}
+
+}  // namespace berth::workspace

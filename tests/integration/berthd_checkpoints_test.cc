@@ -1,0 +1,282 @@
+// Checkpoints through berthd's API, in-process on libvirt's test driver: the disks are real
+// qcow2 chains made by qemu-img, and what a layer reads is checked with qemu-img itself (the
+// test writes into a top layer with qemu-io, standing in for a guest). The real VM's side is in
+// tests/e2e/berthd/ (a file written in the guest comes back with a restore).
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "controller/store/store.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_berthd.h"
+#include "tests/support/wait.h"
+
+namespace berth {
+namespace {
+
+namespace fs = std::filesystem;
+using http::bhttp::verb;
+using nlohmann::json;
+using testing::TestBerthd;
+using testing::WaitFor;
+
+std::string Run(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = ::pclose(p);
+  INFO(cmd << ": " << out);
+  REQUIRE(rc == 0);
+  return out;
+}
+
+// The first bytes a disk reads through its whole chain.
+std::string FirstBytes(const fs::path& disk, const fs::path& scratch) {
+  fs::path out = scratch / "first.bin";
+  fs::remove(out);
+  Run("qemu-img dd -f qcow2 -O raw bs=4096 count=1 if=" + disk.string() + " of=" + out.string());
+  std::ifstream in(out, std::ios::binary);
+  std::string bytes(16, '\0');
+  in.read(bytes.data(), 16);
+  return bytes;
+}
+
+// A guest's write, into the layer a running VM would write.
+void Write(const fs::path& disk, char pattern) {
+  Run(fmt::format("qemu-io -f qcow2 -c 'write -P {} 0 4096' {}", static_cast<int>(pattern), disk.string()));
+}
+
+std::string Backing(const fs::path& disk) {
+  auto info = json::parse(Run("qemu-img info --output=json -U " + disk.string()));
+  return info.value("backing-filename", std::string());
+}
+
+int Mode(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return static_cast<int>(st.st_mode & 0777);
+}
+
+std::vector<std::string> Names(const json& list) {
+  std::vector<std::string> out;
+  for (const auto& c : list["checkpoints"]) out.push_back(c["name"].get<std::string>());
+  return out;
+}
+
+std::vector<std::string> EventTypes(client::ApiClient& api, const std::string& id) {
+  auto events = api.Json(verb::get, "/v1/workspaces/" + id + "/events?limit=1000");
+  REQUIRE(events.has_value());
+  std::vector<std::string> out;
+  for (const auto& e : (*events)["events"]) out.push_back(e["type"].get<std::string>());
+  return out;
+}
+
+json Stopped(client::ApiClient& api, const std::string& name) {
+  auto made = api.Json(verb::post, "/v1/workspaces", json{{"name", name}});
+  REQUIRE(made.has_value());
+  std::string id = (*made)["id"];
+  auto running = api.Json(verb::post, "/v1/workspaces/" + id + "/wait", json{{"state", "running"}, {"timeout_s", 30}});
+  REQUIRE(running.has_value());
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/" + id + "/stop", json::object()).has_value());
+  auto stopped = api.Json(verb::post, "/v1/workspaces/" + id + "/wait", json{{"state", "stopped"}, {"timeout_s", 30}});
+  REQUIRE(stopped.has_value());
+  return *stopped;
+}
+
+TEST_CASE("berthd's checkpoints: a checkpoint freezes the disks as they were, a restore brings them back and "
+          "can itself be undone, and deleting one keeps what every other layer reads",
+          "[berthd][checkpoints]") {
+  TestBerthd d;
+  testing::TempDir scratch;
+  auto api = d.Admin();
+  std::string id = Stopped(api, "keeper")["id"];
+  fs::path dir = d.data_dir() / "workspaces" / id;
+  Write(dir / "root.qcow2", 'a');
+
+  auto taken = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints", json{{"name", "clean"}});
+  REQUIRE(taken.has_value());
+  CHECK((*taken)["name"] == "clean");
+  CHECK((*taken)["kind"] == "manual");
+  CHECK((*taken)["memory"] == false);
+  CHECK((*taken)["taken_while"] == "stopped");
+  CHECK((*taken)["parent"].is_null());
+  CHECK((*taken)["size_bytes"].get<int64_t>() > 0);
+  std::string clean = (*taken)["id"];
+  // The old tops are the checkpoint's now, read-only; the workspace writes new ones on them.
+  CHECK(Mode(dir / "root.qcow2") == 0440);
+  CHECK(Mode(dir / "data.qcow2") == 0440);
+  CHECK(Backing(dir / "root.g1.qcow2") == (dir / "root.qcow2").string());
+  CHECK(Backing(dir / "data.g1.qcow2") == (dir / "data.qcow2").string());
+  CHECK(FirstBytes(dir / "root.g1.qcow2", scratch.path()) == std::string(16, 'a'));
+
+  // The guest changes its disk after the checkpoint.
+  Write(dir / "root.g1.qcow2", 'b');
+
+  auto restored = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints/clean/restore", json::object());
+  REQUIRE(restored.has_value());
+  CHECK((*restored)["workspace"]["state"] == "stopped");
+  REQUIRE((*restored)["undo"].is_object());
+  CHECK((*restored)["undo"]["kind"] == "before_restore");
+  CHECK((*restored)["undo"]["parent"] == clean);
+  std::string undo = (*restored)["undo"]["id"];
+  CHECK(FirstBytes(dir / "root.g2.qcow2", scratch.path()) == std::string(16, 'a'));
+  // The state it left is kept, whole, as the undo checkpoint.
+  CHECK(FirstBytes(dir / "root.g1.qcow2", scratch.path()) == std::string(16, 'b'));
+  CHECK(Mode(dir / "root.g1.qcow2") == 0440);
+
+  // Undoing the restore is restoring its checkpoint, this time without keeping the state left.
+  auto back = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints/" + undo + "/restore", json{{"undo", false}});
+  REQUIRE(back.has_value());
+  CHECK((*back)["undo"].is_null());
+  CHECK(FirstBytes(dir / "root.g3.qcow2", scratch.path()) == std::string(16, 'b'));
+  CHECK_FALSE(fs::exists(dir / "root.g2.qcow2"));  // nobody's: removed
+
+  auto listed = api.Json(verb::get, "/v1/workspaces/keeper/checkpoints");
+  REQUIRE(listed.has_value());
+  CHECK(Names(*listed) == std::vector<std::string>{undo, "clean"});  // newest first
+
+  // Deleting the first checkpoint merges its layers into the ones above: the undo checkpoint
+  // and the current disks read what they read before.
+  auto gone = api.Json(verb::delete_, "/v1/workspaces/keeper/checkpoints/clean");
+  REQUIRE(gone.has_value());
+  CHECK((*gone)["id"] == clean);
+  CHECK_FALSE(fs::exists(dir / "root.qcow2"));
+  CHECK_FALSE(fs::exists(dir / "data.qcow2"));
+  CHECK(FirstBytes(dir / "root.g1.qcow2", scratch.path()) == std::string(16, 'b'));
+  CHECK(FirstBytes(dir / "root.g3.qcow2", scratch.path()) == std::string(16, 'b'));
+  CHECK(Mode(dir / "root.g1.qcow2") == 0440);
+  auto after = api.Json(verb::get, "/v1/workspaces/keeper/checkpoints/" + undo);
+  REQUIRE(after.has_value());
+  CHECK((*after)["parent"].is_null());
+  auto missing = api.Json(verb::get, "/v1/workspaces/keeper/checkpoints/clean");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().code == ErrorCode::kNotFound);
+
+  auto types = EventTypes(api, id);
+  CHECK(std::count(types.begin(), types.end(), "checkpoint") == 1);
+  CHECK(std::count(types.begin(), types.end(), "restored") == 2);
+  CHECK(std::count(types.begin(), types.end(), "checkpoint_deleted") == 1);
+
+  // It boots from its current layers, and a running workspace's checkpoint is refused for now.
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/keeper/start", json::object()).has_value());
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/keeper/wait", json{{"state", "running"}, {"timeout_s", 30}}).has_value());
+  auto running = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints", json::object());
+  REQUIRE_FALSE(running.has_value());
+  CHECK(running.error().code == ErrorCode::kFailedPrecondition);
+  auto restore_running = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints/" + undo + "/restore", json::object());
+  REQUIRE_FALSE(restore_running.has_value());
+  CHECK(restore_running.error().code == ErrorCode::kFailedPrecondition);
+  // Its layer is under the running disks: not deletable until it stops.
+  auto under = api.Json(verb::delete_, "/v1/workspaces/keeper/checkpoints/" + undo);
+  REQUIRE_FALSE(under.has_value());
+  CHECK(under.error().code == ErrorCode::kFailedPrecondition);
+
+  // Deleting the workspace takes its checkpoints with it.
+  REQUIRE(api.Json(verb::delete_, "/v1/workspaces/keeper").has_value());
+  REQUIRE(WaitFor([&] { return !api.Json(verb::get, "/v1/workspaces/" + id).has_value(); }, std::chrono::seconds(20)));
+  CHECK_FALSE(fs::exists(dir));
+  CHECK(d.daemon().store().ListCheckpoints(id)->empty());
+}
+
+TEST_CASE("berthd's checkpoints: bad requests are refused with what is wrong, and nothing changes",
+          "[berthd][checkpoints]") {
+  TestBerthd d;
+  auto api = d.Admin();
+  std::string id = Stopped(api, "strict")["id"];
+  fs::path dir = d.data_dir() / "workspaces" / id;
+
+  auto bad_name = api.Json(verb::post, "/v1/workspaces/strict/checkpoints", json{{"name", "Not A Name"}});
+  REQUIRE_FALSE(bad_name.has_value());
+  CHECK(bad_name.error().code == ErrorCode::kInvalidArgument);
+  auto unknown_field = api.Json(verb::post, "/v1/workspaces/strict/checkpoints", json{{"nmae", "x"}});
+  REQUIRE_FALSE(unknown_field.has_value());
+  CHECK(unknown_field.error().code == ErrorCode::kInvalidArgument);
+  auto memory = api.Json(verb::post, "/v1/workspaces/strict/checkpoints", json{{"memory", true}});
+  REQUIRE_FALSE(memory.has_value());
+  CHECK(memory.error().code == ErrorCode::kFailedPrecondition);
+
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/strict/checkpoints", json{{"name", "one"}}).has_value());
+  auto twice = api.Json(verb::post, "/v1/workspaces/strict/checkpoints", json{{"name", "one"}});
+  REQUIRE_FALSE(twice.has_value());
+  CHECK(twice.error().code == ErrorCode::kAlreadyExists);
+  // The refused second checkpoint left no layer behind.
+  CHECK(fs::exists(dir / "root.g1.qcow2"));
+  CHECK_FALSE(fs::exists(dir / "root.g2.qcow2"));
+
+  auto nothing = api.Json(verb::post, "/v1/workspaces/strict/checkpoints/nope/restore", json::object());
+  REQUIRE_FALSE(nothing.has_value());
+  CHECK(nothing.error().code == ErrorCode::kNotFound);
+  auto bad_undo = api.Json(verb::post, "/v1/workspaces/strict/checkpoints/one/restore", json{{"undo", "yes"}});
+  REQUIRE_FALSE(bad_undo.has_value());
+  CHECK(bad_undo.error().code == ErrorCode::kInvalidArgument);
+
+  // A read key lists them and changes nothing.
+  auto made = api.Json(verb::post, "/v1/keys", json{{"scope", "read"}});
+  REQUIRE(made.has_value());
+  auto reader = d.WithKey((*made)["key"]);
+  auto list = reader.Json(verb::get, "/v1/workspaces/strict/checkpoints");
+  REQUIRE(list.has_value());
+  CHECK(Names(*list) == std::vector<std::string>{"one"});
+  auto denied = reader.Json(verb::delete_, "/v1/workspaces/strict/checkpoints/one");
+  REQUIRE_FALSE(denied.has_value());
+  CHECK(denied.error().code == ErrorCode::kPermissionDenied);
+
+  // Another tenant sees neither the workspace nor its checkpoints.
+  auto tenant = api.Json(verb::post, "/v1/tenants", json{{"name", "other"}});
+  REQUIRE(tenant.has_value());
+  auto key = api.Json(verb::post, "/v1/keys", json{{"tenant", "other"}, {"scope", "admin"}});
+  REQUIRE(key.has_value());
+  auto stranger = d.WithKey((*key)["key"]).Json(verb::get, "/v1/workspaces/" + id + "/checkpoints");
+  REQUIRE_FALSE(stranger.has_value());
+  CHECK(stranger.error().code == ErrorCode::kNotFound);
+}
+
+TEST_CASE("berthd's checkpoints: after a crash mid-checkpoint a restart drops the unfinished one and its layers, "
+          "and keeps every finished checkpoint and the disks",
+          "[berthd][checkpoints][restart]") {
+  TestBerthd d;
+  auto api = d.Admin();
+  std::string id = Stopped(api, "crashy")["id"];
+  fs::path dir = d.data_dir() / "workspaces" / id;
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/crashy/checkpoints", json{{"name", "kept"}}).has_value());
+
+  // What a berthd killed between making the next layers and its commit leaves: the row
+  // "taking", the layers of generation 2 (one of them still under its temporary name).
+  store::Checkpoint cut;
+  cut.id = "cp_00000000000000aa";
+  cut.tenant_id = "t_default";
+  cut.workspace_id = id;
+  cut.name = "cut";
+  cut.gen = 1;
+  cut.taken_while = "stopped";
+  cut.created_at = 1;
+  REQUIRE(d.daemon().store().InsertCheckpoint(cut).has_value());
+  Run("qemu-img create -q -f qcow2 -F qcow2 -b " + (dir / "root.g1.qcow2").string() + " " +
+      (dir / "root.g2.qcow2").string());
+  Run("qemu-img create -q -f qcow2 -F qcow2 -b " + (dir / "data.g1.qcow2").string() + " " +
+      (dir / "data.g2.qcow2.tmp").string());
+
+  d.Restart();
+  api = d.Admin();
+  CHECK_FALSE(fs::exists(dir / "root.g2.qcow2"));
+  CHECK_FALSE(fs::exists(dir / "data.g2.qcow2.tmp"));
+  for (const char* kept : {"root.qcow2", "data.qcow2", "root.g1.qcow2", "data.g1.qcow2"}) {
+    CHECK(fs::exists(dir / kept));
+  }
+  auto listed = api.Json(verb::get, "/v1/workspaces/crashy/checkpoints");
+  REQUIRE(listed.has_value());
+  CHECK(Names(*listed) == std::vector<std::string>{"kept"});
+  CHECK(d.daemon().store().ListCheckpoints(id)->size() == 1);
+  // The next checkpoint takes generation 2 afresh.
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/crashy/checkpoints", json{{"name", "next"}}).has_value());
+  CHECK(fs::exists(dir / "root.g2.qcow2"));
+}
+
+}  // namespace
+}  // namespace berth
