@@ -30,6 +30,7 @@ App::App() : app_("berth: workspaces for AI agents (a Linux VM each), from the c
   AddFileCommands(builder);
   AddPortCommands(builder);
   AddPreviewCommands(builder);
+  AddCheckpointCommands(builder);
   AddEventCommands(builder);
   AddAdminCommands(builder);
   AddNetworkCommands(builder);

@@ -60,6 +60,7 @@ void AddExecCommands(Builder& b);       // exec, shell
 void AddFileCommands(Builder& b);       // cp
 void AddPortCommands(Builder& b);       // ports, port-forward
 void AddPreviewCommands(Builder& b);    // preview, previews
+void AddCheckpointCommands(Builder& b); // checkpoint, checkpoints, restore
 void AddEventCommands(Builder& b);      // events (logs), usage
 void AddAdminCommands(Builder& b);      // keys, tenants
 void AddMcpCommand(Builder& b);         // mcp

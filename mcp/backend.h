@@ -30,6 +30,7 @@
 #include "common/protocol/files.h"
 #include "common/protocol/ports.h"
 #include "common/v1/admin.h"
+#include "common/v1/checkpoint.h"
 #include "common/v1/preview.h"
 #include "common/v1/workspace.h"
 
@@ -170,6 +171,25 @@ class Backend {
   // and `link` (shown only here). Does not wake the workspace.
   virtual Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                             Deadline deadline) = 0;
+
+  // --- checkpoints (docs/api.md, "Checkpoints") ---
+  // As the API does them: only a stopped workspace can be checkpointed or restored today
+  // (failed_precondition otherwise, saying to stop it). None wakes the workspace.
+  // Not pure, unlike the rest: berthd's in-process backend (controller/api/local_backend.*)
+  // does not implement them yet, and until it does its /mcp answers failed_precondition here
+  // while `berth mcp` (HttpBackend) serves them.
+  virtual Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws,
+                                                  const v1::CreateCheckpoint& request,
+                                                  Deadline deadline);
+  // Newest first.
+  virtual Result<std::vector<v1::Checkpoint>> ListCheckpoints(std::string_view ws,
+                                                              Deadline deadline);
+  // `cp`: an id or a name. With `request.undo`, the answer's `undo` is the checkpoint of the
+  // state the restore left.
+  virtual Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws,
+                                                              std::string_view cp,
+                                                              const v1::RestoreCheckpoint& request,
+                                                              Deadline deadline);
 
   // --- the desktop (desktop images; docs/api.md, "Desktop") ---
   // The screen now, scaled (0.05-1), as "png" or "jpeg"; locked during a private takeover.

@@ -593,6 +593,83 @@ Result<v1::Preview> FakeBackend::CreatePreview(std::string_view ws,
   return preview;
 }
 
+v1::Checkpoint FakeBackend::CheckpointLocked(Space& space, std::string name, std::string kind) {
+  int n = next_checkpoint_++;
+  v1::Checkpoint c;
+  c.id = fmt::format("cp_fake{}", n);
+  c.workspace_id = space.ws.id;
+  c.name = name.empty() ? c.id : std::move(name);
+  c.kind = std::move(kind);
+  c.parent = space.disk_parent;
+  c.taken_while = std::string(v1::StateName(space.ws.state));
+  c.size_bytes = 4096;
+  c.created_by = "key:key_fake";
+  c.created_at = 1'700'000'000 + n;
+  space.checkpoints.push_back(c);
+  space.disk_parent = c.id;
+  return c;
+}
+
+namespace {
+Status Stopped(const v1::Workspace& w, std::string_view what) {
+  if (w.state == State::kStopped) return {};
+  return Fail(ErrorCode::kFailedPrecondition,
+              fmt::format("cannot {} workspace '{}' while it is {}: stop it first", what, w.name,
+                          v1::StateName(w.state)));
+}
+}  // namespace
+
+Result<v1::Checkpoint> FakeBackend::CreateCheckpoint(std::string_view ws,
+                                                     const v1::CreateCheckpoint& request,
+                                                     Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("CreateCheckpoint", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  if (request.memory) {
+    return Fail(ErrorCode::kFailedPrecondition, "checkpoints with memory are not available yet");
+  }
+  if (auto s = Stopped((*space)->ws, "checkpoint"); !s) return Fail(s.error());
+  std::string name = request.name.value_or("");
+  for (const auto& c : (*space)->checkpoints) {
+    if (!name.empty() && c.name == name) {
+      return Fail(ErrorCode::kAlreadyExists, fmt::format("a checkpoint named '{}' exists", name));
+    }
+  }
+  return CheckpointLocked(**space, std::move(name), "manual");
+}
+
+Result<std::vector<v1::Checkpoint>> FakeBackend::ListCheckpoints(std::string_view ws, Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListCheckpoints", deadline); !s) return Fail(s.error());
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  return std::vector<v1::Checkpoint>((*space)->checkpoints.rbegin(), (*space)->checkpoints.rend());
+}
+
+Result<client::CheckpointRestore> FakeBackend::RestoreCheckpoint(std::string_view ws, std::string_view cp,
+                                                                 const v1::RestoreCheckpoint& request,
+                                                                 Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked(request.undo ? "RestoreCheckpoint" : "RestoreCheckpoint(no undo)", deadline); !s) {
+    return Fail(s.error());
+  }
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  auto& list = (*space)->checkpoints;
+  auto target = std::find_if(list.begin(), list.end(), [&](const v1::Checkpoint& c) { return c.id == cp || c.name == cp; });
+  if (target == list.end()) {
+    return Fail(ErrorCode::kNotFound, fmt::format("no checkpoint '{}' in this workspace", cp));
+  }
+  if (auto s = Stopped((*space)->ws, "restore"); !s) return Fail(s.error());
+  std::string target_id = target->id;  // the undo's push_back may move the list
+  client::CheckpointRestore out;
+  if (request.undo) out.undo = CheckpointLocked(**space, "", "before_restore");
+  (*space)->disk_parent = target_id;
+  out.workspace = (*space)->ws;
+  return out;
+}
+
 namespace {
 nlohmann::json NetworkAnswer(const v1::NetworkPolicy& policy) {
   nlohmann::json j = v1::ToJson(policy);

@@ -71,6 +71,15 @@ class FakeBackend : public Backend {
   // token and link for a private one, 24 h by default), created at 1'700'000'000.
   Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                     Deadline deadline) override;
+  // Checkpoints as berthd keeps them, of a stopped workspace only (failed_precondition with
+  // berthd's words otherwise): ids cp_fake1, cp_fake2, ..., 4096 bytes each, created at
+  // 1'700'000'000 plus their number; a restore with undo takes a "before_restore" one first.
+  Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
+                                          Deadline deadline) override;
+  Result<std::vector<v1::Checkpoint>> ListCheckpoints(std::string_view ws, Deadline deadline) override;
+  Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
+                                                      const v1::RestoreCheckpoint& request,
+                                                      Deadline deadline) override;
   // The policy as stored (isolated: true, no refusals).
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   // The events AddEventForTest added to `ws`; `select.types` as exact types only.
@@ -143,7 +152,11 @@ class FakeBackend : public Backend {
     std::vector<protocol::PortInfo> ports;
     v1::NetworkPolicy network;
     std::vector<v1::Event> events;
+    std::vector<v1::Checkpoint> checkpoints;  // oldest first
+    std::optional<std::string> disk_parent;   // the checkpoint the disks stand on
   };
+  // A new checkpoint of the space's disks, which then stand on it. Under mutex_.
+  v1::Checkpoint CheckpointLocked(Space& space, std::string name, std::string kind);
   // Records the call and returns its canned failure, if any. Under mutex_.
   Status EnterLocked(const std::string& method, Deadline deadline);
   Result<Space*> FindLocked(std::string_view ws);
@@ -165,6 +178,7 @@ class FakeBackend : public Backend {
   std::optional<v1::CreateWorkspace> last_create_;
   std::optional<v1::CreatePreview> last_preview_;
   int next_preview_ = 1;
+  int next_checkpoint_ = 1;
   Deadline last_deadline_{};
 };
 

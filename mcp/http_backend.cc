@@ -86,6 +86,24 @@ Result<v1::Preview> HttpBackend::CreatePreview(std::string_view ws,
   return berth_.CreatePreview(ws, request, deadline);
 }
 
+Result<v1::Checkpoint> HttpBackend::CreateCheckpoint(std::string_view ws,
+                                                     const v1::CreateCheckpoint& request,
+                                                     Deadline deadline) {
+  return berth_.CreateCheckpoint(ws, request, deadline);
+}
+
+Result<std::vector<v1::Checkpoint>> HttpBackend::ListCheckpoints(std::string_view ws,
+                                                                 Deadline deadline) {
+  return berth_.ListCheckpoints(ws, deadline);
+}
+
+Result<client::CheckpointRestore> HttpBackend::RestoreCheckpoint(std::string_view ws,
+                                                                 std::string_view cp,
+                                                                 const v1::RestoreCheckpoint& request,
+                                                                 Deadline deadline) {
+  return berth_.RestoreCheckpoint(ws, cp, request, deadline);
+}
+
 Result<client::DesktopShot> HttpBackend::DesktopScreenshot(std::string_view ws, std::string_view format,
                                                            double scale, Deadline deadline) {
   return berth_.DesktopScreenshot(ws, format, scale, deadline);

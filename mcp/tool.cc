@@ -98,7 +98,8 @@ std::string DescribeError(const Error& error) {
 const std::vector<Tool>& AllTools() {
   static const std::vector<Tool> tools = [] {
     std::vector<Tool> all;
-    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools, DesktopTools, EventTools}) {
+    for (auto group : {WorkspaceTools, ExecTools, FileTools, PortTools, NetworkTools, DesktopTools, EventTools,
+                       CheckpointTools}) {
       for (auto& tool : group()) all.push_back(std::move(tool));
     }
     return all;

@@ -113,6 +113,7 @@ std::vector<Tool> PortTools();
 std::vector<Tool> NetworkTools();
 std::vector<Tool> DesktopTools();
 std::vector<Tool> EventTools();
+std::vector<Tool> CheckpointTools();
 
 // Schema building blocks shared by the groups.
 namespace schema {

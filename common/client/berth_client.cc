@@ -8,6 +8,7 @@
 
 #include "common/http/url.h"
 #include "common/json.h"
+#include "common/v1/reader.h"
 
 namespace berth::client {
 namespace {
@@ -494,6 +495,69 @@ Result<v1::Preview> BerthClient::RevokePreview(std::string_view ws, std::string_
   std::string target = WorkspaceRoute(ws, "/previews/" + http::PercentEncode(id, false));
   return Parsed(Call(verb::delete_, target, std::nullopt, deadline), v1::PreviewFromJson,
                 verb::delete_, target);
+}
+
+// --- checkpoints -------------------------------------------------------------------------------
+
+namespace {
+
+// {"workspace": Workspace, "undo": Checkpoint|null}, both parsed strictly (an absent "undo" is
+// null, as the v1 readers take optional fields).
+Result<CheckpointRestore> CheckpointRestoreFromJson(const json& j) {
+  CheckpointRestore out;
+  v1::Reader r(j, "restore");
+  json workspace;
+  r.Object("workspace", workspace);
+  if (auto done = r.Done(); !done) return Fail(done.error());
+  auto ws = v1::WorkspaceFromJson(workspace);
+  if (!ws) return Fail(ws.error());
+  out.workspace = std::move(*ws);
+  if (const json* undo = r.Find("undo")) {
+    auto cp = v1::CheckpointFromJson(*undo);
+    if (!cp) return Fail(cp.error());
+    out.undo = std::move(*cp);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<v1::Checkpoint> BerthClient::CreateCheckpoint(std::string_view ws,
+                                                     const v1::CreateCheckpoint& request,
+                                                     Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/checkpoints");
+  return Parsed(Call(verb::post, target, v1::ToJson(request), deadline), v1::CheckpointFromJson,
+                verb::post, target);
+}
+
+Result<std::vector<v1::Checkpoint>> BerthClient::ListCheckpoints(std::string_view ws,
+                                                                 Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/checkpoints");
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::CheckpointListFromJson,
+                verb::get, target);
+}
+
+Result<v1::Checkpoint> BerthClient::GetCheckpoint(std::string_view ws, std::string_view cp,
+                                                  Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/checkpoints/" + http::PercentEncode(cp, false));
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::CheckpointFromJson,
+                verb::get, target);
+}
+
+Result<v1::Checkpoint> BerthClient::DeleteCheckpoint(std::string_view ws, std::string_view cp,
+                                                     Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/checkpoints/" + http::PercentEncode(cp, false));
+  return Parsed(Call(verb::delete_, target, std::nullopt, deadline), v1::CheckpointFromJson,
+                verb::delete_, target);
+}
+
+Result<CheckpointRestore> BerthClient::RestoreCheckpoint(std::string_view ws, std::string_view cp,
+                                                         const v1::RestoreCheckpoint& request,
+                                                         Deadline deadline) const {
+  std::string target =
+      WorkspaceRoute(ws, "/checkpoints/" + http::PercentEncode(cp, false) + "/restore");
+  return Parsed(Call(verb::post, target, v1::ToJson(request), deadline), CheckpointRestoreFromJson,
+                verb::post, target);
 }
 
 // --- tenants and keys --------------------------------------------------------------------------

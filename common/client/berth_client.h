@@ -25,6 +25,7 @@
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/v1/admin.h"
+#include "common/v1/checkpoint.h"
 #include "common/v1/events.h"
 #include "common/v1/preview.h"
 #include "common/v1/workspace.h"
@@ -43,6 +44,14 @@ struct WorkspaceAgent {
 struct WorkspaceListing {
   std::vector<v1::Workspace> workspaces;
   bool more = false;
+};
+
+// What a restore answers (POST …/checkpoints/{cp}/restore): the workspace as it is now, and the
+// checkpoint taken of the state the restore left (absent when the restore was asked without
+// one), which restoring undoes it.
+struct CheckpointRestore {
+  v1::Workspace workspace;
+  std::optional<v1::Checkpoint> undo;
 };
 
 // A screenshot of a workspace's screen (GET …/desktop/screenshot).
@@ -188,6 +197,27 @@ class BerthClient {
   // Revokes one (it stops working at once); the preview as it is now (status "revoked").
   Result<v1::Preview> RevokePreview(std::string_view ws, std::string_view id,
                                     Deadline deadline) const;
+
+  // --- checkpoints (docs/api.md, "Checkpoints") ---
+  // Each call answers once berthd has done it (it runs behind the workspace's queued
+  // operations). Only a stopped workspace can be checkpointed or restored today: another state
+  // is failed_precondition, with berthd's message saying to stop it. A checkpoint (`cp`) is
+  // named by its id or its name.
+  // Takes one (POST …/checkpoints): the checkpoint, with its size.
+  Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
+                                          Deadline deadline) const;
+  // The workspace's checkpoints, newest first.
+  Result<std::vector<v1::Checkpoint>> ListCheckpoints(std::string_view ws, Deadline deadline) const;
+  Result<v1::Checkpoint> GetCheckpoint(std::string_view ws, std::string_view cp,
+                                       Deadline deadline) const;
+  // Deletes one; the checkpoint as it was.
+  Result<v1::Checkpoint> DeleteCheckpoint(std::string_view ws, std::string_view cp,
+                                          Deadline deadline) const;
+  // Brings the workspace's disks back to the checkpoint; with `request.undo` (the default)
+  // berthd first checkpoints the state it leaves, and the answer names that checkpoint.
+  Result<CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
+                                              const v1::RestoreCheckpoint& request,
+                                              Deadline deadline) const;
 
   // --- tenants and keys (admin scope) ---
   Result<v1::Tenant> CreateTenant(std::string_view name, Deadline deadline) const;

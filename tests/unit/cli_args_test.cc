@@ -167,3 +167,22 @@ TEST_CASE("preview refuses a port out of range and a bad duration before calling
     CHECK_FALSE(env.err.str().empty());
   }
 }
+
+TEST_CASE("checkpoint, checkpoints and restore refuse missing arguments before calling berthd") {
+  for (std::vector<std::string> args : {std::vector<std::string>{"checkpoint"},
+                                        std::vector<std::string>{"checkpoint", "dev", "--name"},
+                                        std::vector<std::string>{"checkpoints"},
+                                        std::vector<std::string>{"checkpoints", "dev", "--rm"},
+                                        std::vector<std::string>{"restore", "dev"},
+                                        std::vector<std::string>{"restore", "dev", "cp_1", "--undo"}}) {
+    FakeEnv env;
+    App app;
+    INFO(args.size() << " " << args.back());
+    CHECK(app.Run(args, env.Get()) == kExitUsage);
+    CHECK(env.err.str().find("berth: ") != std::string::npos);
+  }
+  FakeEnv help;
+  App app;
+  CHECK(app.Run({"restore", "--help"}, help.Get()) == 0);
+  CHECK(help.out.str().find("--no-undo") != std::string::npos);
+}

@@ -496,3 +496,64 @@ TEST_CASE("workspace_events pages the timeline with after= and says who did what
   json none = f.Call("workspace_events", {{"workspace", "tl"}, {"after", 3}});
   CHECK(Text(none).find("No events after 3") != std::string::npos);
 }
+
+TEST_CASE("checkpoint tools: create, list and restore a stopped workspace; restore answers the undo id",
+          "[mcp][tools][checkpoints]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("cp", v1::State::kStopped, {});
+  json made = f.Call("checkpoint_create", {{"workspace", "cp"}, {"name", "before-upgrade"}});
+  INFO(Text(made));
+  REQUIRE_FALSE(IsError(made));
+  std::string id = made["structuredContent"]["id"];
+  CHECK(made["structuredContent"]["name"] == "before-upgrade");
+  CHECK(made["structuredContent"]["kind"] == "manual");
+  CHECK(Text(made).find("checkpoint=" + id) != std::string::npos);
+  json second = f.Call("checkpoint_create", {{"workspace", "cp"}});
+  REQUIRE_FALSE(IsError(second));
+  std::string second_id = second["structuredContent"]["id"];
+
+  // Newest first, in the text and the JSON.
+  json listed = f.Call("checkpoint_list", {{"workspace", "cp"}});
+  REQUIRE_FALSE(IsError(listed));
+  REQUIRE(listed["structuredContent"]["checkpoints"].size() == 2);
+  CHECK(listed["structuredContent"]["checkpoints"][0]["id"] == second_id);
+  CHECK(listed["structuredContent"]["checkpoints"][1]["name"] == "before-upgrade");
+  CHECK(Text(listed).find("2 checkpoints of workspace cp, newest first") != std::string::npos);
+  CHECK(Text(listed).find(second_id) < Text(listed).find("'before-upgrade'"));
+
+  // By name; the undo checkpoint is taken first and named in the text.
+  json restored = f.Call("checkpoint_restore", {{"workspace", "cp"}, {"checkpoint", "before-upgrade"}});
+  INFO(Text(restored));
+  REQUIRE_FALSE(IsError(restored));
+  REQUIRE(restored["structuredContent"]["undo"].is_object());
+  std::string undo = restored["structuredContent"]["undo"]["id"];
+  CHECK(restored["structuredContent"]["undo"]["kind"] == "before_restore");
+  CHECK(restored["structuredContent"]["workspace"]["state"] == "stopped");
+  CHECK(Text(restored).find("To undo, restore checkpoint " + undo) != std::string::npos);
+
+  // undo=false reaches the backend and takes none.
+  json plain = f.Call("checkpoint_restore", {{"workspace", "cp"}, {"checkpoint", undo}, {"undo", false}});
+  REQUIRE_FALSE(IsError(plain));
+  CHECK(plain["structuredContent"]["undo"].is_null());
+  CHECK(Count(f.backend().CallsForTest(), "RestoreCheckpoint(no undo)") == 1);
+  CHECK(f.Call("checkpoint_list", {{"workspace", "cp"}})["structuredContent"]["checkpoints"].size() == 3);
+}
+
+TEST_CASE("checkpoint tools: a running workspace, an unknown checkpoint and a missing argument are errors "
+          "a model can act on",
+          "[mcp][tools][checkpoints]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("live", v1::State::kRunning, {});
+  json refused = f.Call("checkpoint_create", {{"workspace", "live"}});
+  CHECK(IsError(refused));
+  CHECK(Text(refused).find("failed_precondition") != std::string::npos);
+  CHECK(Text(refused).find("stop it first") != std::string::npos);
+  CHECK(IsError(f.Call("checkpoint_restore", {{"workspace", "live"}, {"checkpoint", "cp_nope"}})));
+  json missing = f.Call("checkpoint_restore", {{"workspace", "live"}});
+  CHECK(IsError(missing));
+  CHECK(Text(missing).find("checkpoint") != std::string::npos);
+  CHECK(Count(f.backend().CallsForTest(), "RestoreCheckpoint") == 1);  // the missing one never got there
+  json unknown_ws = f.Call("checkpoint_list", {{"workspace", "nope"}});
+  CHECK(IsError(unknown_ws));
+  CHECK(Text(unknown_ws).find("not_found") != std::string::npos);
+}
