@@ -1,8 +1,8 @@
 // Checkpoints (docs/api.md, "Checkpoints"): `berth checkpoint WS` takes one and prints its id
 // alone on stdout, so that `cp=$(berth checkpoint ws)` works; `berth checkpoints WS` lists a
 // workspace's checkpoints and deletes them; `berth restore WS CP` brings the disks back to one
-// and says how to undo it. berthd checkpoints and restores only a stopped workspace today; its
-// 409 says so and is exit 6 (conflict).
+// and says how to undo it. berthd checkpoints only a stopped workspace today; its 409 says so
+// and is exit 6 (conflict).
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -140,7 +140,7 @@ void AddCheckpointCommands(Builder& b) {
 
   auto r = std::make_shared<RestoreOptions>();
   auto* restore = b.Add("restore",
-                        "bring a stopped workspace's disks back to a checkpoint (first checkpointing "
+                        "bring a workspace's disks back to a checkpoint (first checkpointing "
                         "what they hold, so that it can be undone)",
                         [r](Context& ctx) { return Restore(ctx, *r); });
   restore->add_option("workspace", r->workspace, "workspace id or name")->required();

@@ -1,6 +1,6 @@
 // checkpoint_create, checkpoint_list, checkpoint_restore: a workspace's disk checkpoints
 // (docs/api.md, "Checkpoints"), so that an agent can try something risky and go back. berthd
-// checkpoints and restores only a stopped workspace today; its refusal says to stop it.
+// checkpoints only a stopped workspace today; its refusal says to stop it.
 #include <fmt/format.h>
 
 #include "common/v1/time.h"
@@ -102,10 +102,9 @@ std::vector<Tool> CheckpointTools() {
       "First checkpoint the disks as they are, so the restore can be undone (default true).");
   tools.push_back(Tool{
       "checkpoint_restore", "Restore a workspace to a checkpoint",
-      "Bring a stopped workspace's disks back to a checkpoint: what was written since is gone. "
+      "Bring a workspace's disks back to a checkpoint: what was written since is gone. "
       "Unless undo is false, first checkpoints the disks as they are and answers that "
-      "checkpoint's id; restoring it undoes this. Only a stopped workspace: call workspace_stop "
-      "first.",
+      "checkpoint's id; restoring it undoes this.",
       schema::Object(restore, {"checkpoint"}), Mutating(true, false), Restore});
   return tools;
 }

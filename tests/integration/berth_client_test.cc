@@ -367,6 +367,13 @@ class StandIn {
       }
     } else if (path == "/v1/workspaces/down/ports") {
       co_await Unavailable(ex, nullptr);
+    } else if (path == "/v1/workspaces/broken/checkpoints/cp_1/restore") {
+      // The workspace is whole; the undo checkpoint is not.
+      json restored = {{"workspace", Workspace("ws_0000000000000001")}, {"undo", {{"id", "cp_2"}}}};
+      co_await ex.SendJson(http::bhttp::status::ok, restored);
+    } else if (path == "/v1/workspaces/broken/checkpoints/cp_2/restore") {
+      json restored = {{"undo", nullptr}};
+      co_await ex.SendJson(http::bhttp::status::ok, restored);
     } else if (path == "/v1/workspaces/broken") {
       json broken = {{"id", 5}};
       co_await ex.SendJson(http::bhttp::status::ok, broken);
@@ -459,6 +466,70 @@ TEST_CASE("typed client: previews are made, listed newest first without tokens, 
   REQUIRE(berth.DeleteWorkspace(ws->id, Soon()));
 }
 
+TEST_CASE("typed client: checkpoints of a stopped workspace are taken, listed newest first, got by name, "
+          "restored with an undo checkpoint and deleted; a running one is refused",
+          "[client][berthd][checkpoints]") {
+  auto berth = Berth();
+  v1::CreateWorkspace request;
+  request.name = "typed-cp";
+  auto ws = CreateRunning(berth, request);
+
+  v1::CreateCheckpoint first_request;
+  first_request.name = "first";
+  auto running = berth.CreateCheckpoint("typed-cp", first_request, Soon());
+  REQUIRE_FALSE(running);
+  CHECK(running.error().code == ErrorCode::kFailedPrecondition);
+  CHECK(running.error().message.find("stop it first") != std::string::npos);
+  REQUIRE(berth.StopWorkspace(ws.id, true, Soon()));
+  REQUIRE(berth.Wait(ws.id, v1::State::kStopped, Soon()));
+
+  auto first = berth.CreateCheckpoint("typed-cp", first_request, Soon());
+  INFO((first ? "" : first.error().message));
+  REQUIRE(first);
+  CHECK(first->name == "first");
+  CHECK(first->workspace_id == ws.id);
+  CHECK(first->kind == "manual");
+  CHECK(first->taken_while == "stopped");
+  auto second = berth.CreateCheckpoint(ws.id, {}, Soon());
+  REQUIRE(second);
+  CHECK(second->name == second->id);
+  CHECK(second->parent == first->id);
+
+  auto listed = berth.ListCheckpoints("typed-cp", Soon());
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 2);
+  CHECK((*listed)[0].id == second->id);
+  CHECK((*listed)[1].id == first->id);
+  auto got = berth.GetCheckpoint("typed-cp", "first", Soon());
+  REQUIRE(got);
+  CHECK(got->id == first->id);
+
+  auto restored = berth.RestoreCheckpoint("typed-cp", "first", {}, Soon());
+  INFO((restored ? "" : restored.error().message));
+  REQUIRE(restored);
+  CHECK(restored->workspace.id == ws.id);
+  CHECK(restored->workspace.state == v1::State::kStopped);
+  REQUIRE(restored->undo);
+  CHECK(restored->undo->kind == "before_restore");
+  v1::RestoreCheckpoint no_undo;
+  no_undo.undo = false;
+  auto back = berth.RestoreCheckpoint("typed-cp", restored->undo->id, no_undo, Soon());
+  REQUIRE(back);
+  CHECK_FALSE(back->undo);
+
+  auto gone = berth.DeleteCheckpoint("typed-cp", first->id, Soon());
+  REQUIRE(gone);
+  CHECK(gone->id == first->id);
+  auto missing = berth.GetCheckpoint("typed-cp", first->id, Soon());
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == ErrorCode::kNotFound);
+  listed = berth.ListCheckpoints("typed-cp", Soon());
+  REQUIRE(listed);
+  CHECK(listed->size() == 2);
+
+  REQUIRE(berth.DeleteWorkspace(ws.id, Soon()));
+}
+
 TEST_CASE("typed client: Wait asks again when berthd's timeout runs out before the deadline",
           "[client]") {
   StandIn s;
@@ -531,6 +602,17 @@ TEST_CASE("typed client: an answer that is not what the API says is an internal 
   CHECK(walked.error().message.find("does not come after") != std::string::npos);
   CHECK(s.Calls("/v1/workspaces") == 2);
   CHECK(Clock::now() - start < std::chrono::seconds(5));
+
+  // A restore's answer is read strictly, both its parts.
+  auto bad_undo = berth.RestoreCheckpoint("broken", "cp_1", {}, Soon());
+  REQUIRE_FALSE(bad_undo);
+  CHECK(bad_undo.error().code == ErrorCode::kInternal);
+  CHECK(bad_undo.error().message.find("POST /v1/workspaces/broken/checkpoints/cp_1/restore") != std::string::npos);
+  CHECK(bad_undo.error().message.find("checkpoint") != std::string::npos);
+  auto no_workspace = berth.RestoreCheckpoint("broken", "cp_2", {}, Soon());
+  REQUIRE_FALSE(no_workspace);
+  CHECK(no_workspace.error().code == ErrorCode::kInternal);
+  CHECK(no_workspace.error().message.find("'workspace'") != std::string::npos);
 
   auto missing = berth.GetWorkspace("nothing-here", Soon());
   REQUIRE_FALSE(missing);

@@ -702,6 +702,102 @@ TEST_CASE("berth preview prints the link alone; previews lists and revokes; port
   CHECK(cli({"rm", "--yes", "cli-pv", "--wait"}).code == 0);
 }
 
+TEST_CASE("berth checkpoint prints the id alone; checkpoints lists and deletes; restore prints the undo "
+          "id; checkpointing a running workspace is refused with exit 6 and says to stop it",
+          "[cli][berthd][checkpoints]") {
+  std::string bin = BerthdPath();
+  if (bin.empty()) {
+    BERTH_SKIP("berthd is not built");
+  }
+  Berthd berthd(bin);
+  Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
+  auto r = cli({"create", "cli-cp", "--wait"});
+  INFO(r);
+  REQUIRE(r.code == 0);
+
+  // Running: berthd's 409 is a conflict (exit 6) with its message on stderr, nothing on stdout.
+  r = cli({"checkpoint", "cli-cp"});
+  CHECK(r.code == 6);
+  CHECK(r.out.empty());
+  CHECK(r.err.starts_with("berth: "));
+  CHECK(r.err.find("stop it first") != std::string::npos);
+  REQUIRE(cli({"stop", "cli-cp", "--wait"}).code == 0);
+
+  // The id alone on stdout, so that `cp=$(berth checkpoint ws)` works; how to restore on stderr.
+  r = cli({"checkpoint", "cli-cp", "--name", "first"});
+  REQUIRE(r.code == 0);
+  REQUIRE(r.out.starts_with("cp_"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  std::string first = r.out.substr(0, r.out.size() - 1);
+  CHECK(r.err.find("berth restore cli-cp " + first) != std::string::npos);
+  r = cli({"checkpoint", "cli-cp", "--name", "first"});
+  CHECK(r.code == 6);  // the name is taken
+  r = cli({"checkpoint", "cli-cp", "--json"});
+  REQUIRE(r.code == 0);
+  json second = Json(r);
+  CHECK(second["kind"] == "manual");
+  CHECK(second["parent"] == first);
+
+  // checkpoints: newest first, as a table and as JSON.
+  r = cli({"checkpoints", "cli-cp"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.starts_with("NAME"));
+  for (const char* column : {"ID", "KIND", "SIZE", "CREATED", "PARENT"}) {
+    CHECK(r.out.find(column) != std::string::npos);
+  }
+  CHECK(r.out.find("first") != std::string::npos);
+  CHECK(r.out.find(first) != std::string::npos);
+  CHECK(r.out.find(" ago") != std::string::npos);
+  CHECK(r.out.find(second["id"].get<std::string>()) < r.out.find("first "));
+  r = cli({"checkpoints", "cli-cp", "--json"});
+  REQUIRE(r.code == 0);
+  json listed = Json(r);
+  REQUIRE(listed["checkpoints"].size() == 2);
+  CHECK(listed["checkpoints"][0]["id"] == second["id"]);
+  CHECK(listed["checkpoints"][1]["id"] == first);
+
+  // restore by name: what it did and the undo checkpoint's id on stdout; the undo is listed.
+  r = cli({"restore", "cli-cp", "first"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("restored cli-cp to checkpoint first") != std::string::npos);
+  auto at = r.out.find("undo checkpoint: cp_");
+  REQUIRE(at != std::string::npos);
+  std::string undo = r.out.substr(at + 17, r.out.find('\n', at) - at - 17);
+  CHECK(r.err.find("berth restore cli-cp " + undo) != std::string::npos);
+  r = cli({"checkpoints", "cli-cp", "--json"});
+  REQUIRE(r.code == 0);
+  json after_restore = Json(r);
+  REQUIRE(after_restore["checkpoints"].size() == 3);
+  CHECK(after_restore["checkpoints"][0]["id"] == undo);
+  CHECK(after_restore["checkpoints"][0]["kind"] == "before_restore");
+  // Undoing it, without another undo checkpoint.
+  r = cli({"restore", "cli-cp", undo, "--no-undo", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["undo"].is_null());
+  CHECK(Json(r)["workspace"]["name"] == "cli-cp");
+  r = cli({"checkpoints", "cli-cp", "--json"});
+  CHECK(Json(r)["checkpoints"].size() == 3);
+
+  // --rm: by name and by id; each says so and is gone; an unknown one is not found (exit 3)
+  // while the others are still deleted.
+  r = cli({"checkpoints", "cli-cp", "--rm", "first", "cp_nope", second["id"].get<std::string>()});
+  CHECK(r.code == 3);
+  CHECK(r.out.find("first: deleted\n") != std::string::npos);
+  CHECK(r.out.find(second["id"].get<std::string>() + ": deleted\n") != std::string::npos);
+  CHECK(r.err.find("cp_nope") != std::string::npos);
+  r = cli({"checkpoints", "cli-cp", "--json"});
+  REQUIRE(r.code == 0);
+  json left = Json(r);
+  REQUIRE(left["checkpoints"].size() == 1);
+  CHECK(left["checkpoints"][0]["id"] == undo);
+
+  // Unknown workspace: not found; missing arguments: usage.
+  CHECK(cli({"checkpoint", "no-such-ws"}).code == 3);
+  CHECK(cli({"checkpoints", "no-such-ws"}).code == 3);
+  CHECK(cli({"restore", "cli-cp"}).code == 2);
+  CHECK(cli({"rm", "--yes", "cli-cp", "--wait"}).code == 0);
+}
+
 TEST_CASE("berth desktop: control says who holds it, a screen that is not there is exit 5 with a "
           "reason, bad actions are refused before any request",
           "[cli][berthd]") {
