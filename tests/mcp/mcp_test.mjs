@@ -54,6 +54,7 @@ const EXPECTED_TOOLS = [
   'process_output', 'process_kill', 'file_read', 'file_write', 'file_edit', 'file_list',
   'file_delete', 'ports_list', 'preview_url', 'network_policy', 'desktop_screenshot', 'desktop_act',
   'desktop_control', 'request_human', 'workspace_events', 'desktop_clipboard',
+  'checkpoint_create', 'checkpoint_list', 'checkpoint_restore',
 ];
 
 // ---- small helpers -------------------------------------------------------------------------
@@ -395,6 +396,33 @@ async function scenario(client, label) {
   return wsName;
 }
 
+// Checkpoints through `berth mcp` (HttpBackend) against berthd's routes: berthd's own /mcp does
+// not serve them yet (mcp/backend.h).
+async function checkpoints(client, label) {
+  await step(`${label}: checkpoint_create refuses a running workspace, then checkpoints it stopped; `
+             + 'checkpoint_list lists it; checkpoint_restore answers the undo checkpoint', async () => {
+    const ws = `cp-${label}`;
+    const made = await api('POST', '/v1/workspaces', { name: ws });
+    await api('POST', `/v1/workspaces/${made.id}/wait`, { state: 'running', timeout_s: 60 });
+    await callFails(client, 'checkpoint_create', { workspace: ws }, /failed_precondition.*stop it first/);
+    await call(client, 'workspace_stop', { workspace: ws, force: true, wait: true });
+    const taken = await call(client, 'checkpoint_create', { workspace: ws, name: 'first' });
+    const id = taken.structuredContent?.id;
+    assert.match(id ?? '', /^cp_/, text(taken));
+    assert.equal(taken.structuredContent.name, 'first');
+    const listed = await call(client, 'checkpoint_list', { workspace: ws });
+    assert.deepEqual(listed.structuredContent.checkpoints.map((c) => c.id), [id]);
+    const restored = await call(client, 'checkpoint_restore', { workspace: ws, checkpoint: 'first' });
+    const undo = restored.structuredContent?.undo;
+    assert.equal(undo?.kind, 'before_restore', text(restored));
+    assert.match(text(restored), new RegExp(`restore checkpoint ${undo.id}`));
+    const after = (await api('GET', `/v1/workspaces/${made.id}/checkpoints`)).checkpoints;
+    assert.deepEqual(after.map((c) => c.id), [undo.id, id]);
+    await callFails(client, 'checkpoint_restore', { workspace: ws, checkpoint: 'cp_nope' }, /not_found/);
+    await api('DELETE', `/v1/workspaces/${made.id}`);
+  });
+}
+
 // ---- malformed JSON-RPC ----------------------------------------------------------------------
 
 // Talks to a stdio server with raw lines, as a broken client would.
@@ -440,6 +468,7 @@ try {
   });
   if (stdioUp) {
     await scenario(stdioClient, 'stdio');
+    await checkpoints(stdioClient, 'stdio');
     await stdioClient.close();
   }
 
