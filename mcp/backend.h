@@ -173,23 +173,21 @@ class Backend {
                                             Deadline deadline) = 0;
 
   // --- checkpoints (docs/api.md, "Checkpoints") ---
-  // As the API does them: only a stopped workspace can be checkpointed or restored today
-  // (failed_precondition otherwise, saying to stop it). None wakes the workspace.
-  // Not pure, unlike the rest: berthd's in-process backend (controller/api/local_backend.*)
-  // does not implement them yet, and until it does its /mcp answers failed_precondition here
-  // while `berth mcp` (HttpBackend) serves them.
+  // As the API does them: only a stopped workspace can be checkpointed today
+  // (failed_precondition otherwise, saying to stop it); a running one is restored by stopping
+  // it, restoring and starting it again. None wakes a stopped workspace.
   virtual Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws,
                                                   const v1::CreateCheckpoint& request,
-                                                  Deadline deadline);
+                                                  Deadline deadline) = 0;
   // Newest first.
   virtual Result<std::vector<v1::Checkpoint>> ListCheckpoints(std::string_view ws,
-                                                              Deadline deadline);
+                                                              Deadline deadline) = 0;
   // `cp`: an id or a name. With `request.undo`, the answer's `undo` is the checkpoint of the
   // state the restore left.
   virtual Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws,
                                                               std::string_view cp,
                                                               const v1::RestoreCheckpoint& request,
-                                                              Deadline deadline);
+                                                              Deadline deadline) = 0;
 
   // --- the desktop (desktop images; docs/api.md, "Desktop") ---
   // The screen now, scaled (0.05-1), as "png" or "jpeg"; locked during a private takeover.

@@ -200,9 +200,10 @@ class BerthClient {
 
   // --- checkpoints (docs/api.md, "Checkpoints") ---
   // Each call answers once berthd has done it (it runs behind the workspace's queued
-  // operations). Only a stopped workspace can be checkpointed or restored today: another state
-  // is failed_precondition, with berthd's message saying to stop it. A checkpoint (`cp`) is
-  // named by its id or its name.
+  // operations). Only a stopped workspace can be checkpointed today: another state is
+  // failed_precondition, with berthd's message saying to stop it; a running one is restored by
+  // stopping it, restoring and starting it again. A checkpoint (`cp`) is named by its id or
+  // its name.
   // Takes one (POST …/checkpoints): the checkpoint, with its size.
   Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
                                           Deadline deadline) const;

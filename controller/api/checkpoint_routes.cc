@@ -13,27 +13,11 @@ namespace {
 using http::bhttp::status;
 using http::bhttp::verb;
 
-v1::Checkpoint Wire(const store::Checkpoint& c, int64_t size_bytes) {
-  v1::Checkpoint w;
-  w.id = c.id;
-  w.workspace_id = c.workspace_id;
-  w.name = c.name;
-  w.kind = c.kind;
-  w.memory = c.memory;
-  w.parent = c.parent;
-  w.taken_while = c.taken_while;
-  w.pause_ms = c.pause_ms;
-  w.size_bytes = size_bytes;
-  w.created_by = c.created_by;
-  w.created_at = c.created_at;
-  return w;
-}
-
 // The checkpoint just taken, with its size read from its layers.
 http::Task<nlohmann::json> Shown(ApiContext& ctx, const std::string& tenant, const std::string& ws,
                                  const store::Checkpoint& c) {
   auto info = co_await ctx.Blocking([&] { return ctx.service.GetCheckpoint(tenant, ws, c.id); });
-  co_return v1::ToJson(Wire(c, info ? info->size_bytes : 0));
+  co_return v1::ToJson(CheckpointWire(c, info ? info->size_bytes : 0));
 }
 
 http::Task<void> Take(ApiContext& ctx, http::Exchange& ex) {
@@ -69,7 +53,7 @@ http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   std::vector<v1::Checkpoint> wire;
-  for (const auto& info : *listed) wire.push_back(Wire(info.checkpoint, info.size_bytes));
+  for (const auto& info : *listed) wire.push_back(CheckpointWire(info.checkpoint, info.size_bytes));
   co_await ex.SendJson(status::ok, v1::CheckpointListJson(wire));
 }
 
@@ -82,7 +66,7 @@ http::Task<void> Get(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(info.error());
     co_return;
   }
-  co_await ex.SendJson(status::ok, v1::ToJson(Wire(info->checkpoint, info->size_bytes)));
+  co_await ex.SendJson(status::ok, v1::ToJson(CheckpointWire(info->checkpoint, info->size_bytes)));
 }
 
 http::Task<void> Delete(ApiContext& ctx, http::Exchange& ex) {
@@ -94,7 +78,7 @@ http::Task<void> Delete(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(gone.error());
     co_return;
   }
-  co_await ex.SendJson(status::ok, v1::ToJson(Wire(*gone, 0)));
+  co_await ex.SendJson(status::ok, v1::ToJson(CheckpointWire(*gone, 0)));
 }
 
 http::Task<void> Restore(ApiContext& ctx, http::Exchange& ex) {

@@ -107,6 +107,22 @@ v1::ApiKey KeyWire(const store::ApiKey& k) {
   return out;
 }
 
+v1::Checkpoint CheckpointWire(const store::Checkpoint& c, int64_t size_bytes) {
+  v1::Checkpoint w;
+  w.id = c.id;
+  w.workspace_id = c.workspace_id;
+  w.name = c.name;
+  w.kind = c.kind;
+  w.memory = c.memory;
+  w.parent = c.parent;
+  w.taken_while = c.taken_while;
+  w.pause_ms = c.pause_ms;
+  w.size_bytes = size_bytes;
+  w.created_by = c.created_by;
+  w.created_at = c.created_at;
+  return w;
+}
+
 v1::Event EventWire(const store::Event& e) {
   v1::Event out;
   out.id = e.id;

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/v1/admin.h"
+#include "common/v1/checkpoint.h"
 #include "common/v1/events.h"
 #include "common/v1/workspace.h"
 #include "controller/store/store.h"
@@ -31,6 +32,8 @@ v1::State StateWire(workspace::State state);
 v1::Tenant TenantWire(const store::Tenant& tenant);
 v1::ApiKey KeyWire(const store::ApiKey& key);
 v1::Event EventWire(const store::Event& event);
+// `size_bytes`: what its layers take (WorkspaceService::GetCheckpoint), 0 for one deleted.
+v1::Checkpoint CheckpointWire(const store::Checkpoint& checkpoint, int64_t size_bytes);
 
 // The same as JSON.
 nlohmann::json WorkspaceJson(const workspace::Workspace& ws,

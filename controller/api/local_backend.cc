@@ -216,6 +216,43 @@ Result<v1::Preview> LocalBackend::CreatePreview(std::string_view ws, const v1::C
   return previews_.Create(*found, *parsed, principal_.key_id);
 }
 
+Result<v1::Checkpoint> LocalBackend::CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
+                                                      Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  // The API's own validation, from the same body the API would get.
+  auto parsed = v1::CreateCheckpointFromJson(v1::ToJson(request));
+  if (!parsed) return Fail(parsed.error());
+  workspace::CheckpointRequest take{parsed->name.value_or(""), parsed->memory};
+  auto taken = Sync(service_.TakeCheckpoint(principal_.tenant_id, std::string(ws), std::move(take),
+                                            store::KeyActor(principal_.key_id)));
+  if (!taken) return Fail(taken.error());
+  auto info = service_.GetCheckpoint(principal_.tenant_id, std::string(ws), taken->id);
+  return CheckpointWire(*taken, info ? info->size_bytes : 0);
+}
+
+Result<std::vector<v1::Checkpoint>> LocalBackend::ListCheckpoints(std::string_view ws, Deadline) {
+  auto listed = service_.ListCheckpoints(principal_.tenant_id, std::string(ws));
+  if (!listed) return Fail(listed.error());
+  std::vector<v1::Checkpoint> out;
+  for (const auto& info : *listed) out.push_back(CheckpointWire(info.checkpoint, info.size_bytes));
+  return out;
+}
+
+Result<client::CheckpointRestore> LocalBackend::RestoreCheckpoint(std::string_view ws, std::string_view cp,
+                                                                  const v1::RestoreCheckpoint& request, Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  auto restored = Sync(service_.RestoreCheckpoint(principal_.tenant_id, std::string(ws), std::string(cp),
+                                                  request.undo, store::KeyActor(principal_.key_id)));
+  if (!restored) return Fail(restored.error());
+  client::CheckpointRestore out;
+  out.workspace = WorkspaceWire(restored->workspace);
+  if (restored->undo) {
+    auto info = service_.GetCheckpoint(principal_.tenant_id, std::string(ws), restored->undo->id);
+    out.undo = CheckpointWire(*restored->undo, info ? info->size_bytes : 0);
+  }
+  return out;
+}
+
 Result<workspace::Workspace> LocalBackend::AwakeForDesktop(std::string_view ws, Scope needed, Deadline deadline) {
   if (desktop_ == nullptr || pool_ == nullptr) {
     return Fail(ErrorCode::kFailedPrecondition, "this berthd serves no desktop");

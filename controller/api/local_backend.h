@@ -82,6 +82,12 @@ class LocalBackend : public mcp::AgentBackend {
   // Through the daemon's PreviewService, as POST …/previews does (write scope).
   Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                     Deadline deadline) override;
+  Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
+                                          Deadline deadline) override;
+  Result<std::vector<v1::Checkpoint>> ListCheckpoints(std::string_view ws, Deadline deadline) override;
+  Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
+                                                      const v1::RestoreCheckpoint& request,
+                                                      Deadline deadline) override;
   // Through controller/desktop/agent_hands.h, as the desktop routes do.
   Result<client::DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
                                                 Deadline deadline) override;

@@ -212,17 +212,28 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreCheckpoint(std::string tena
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
-  auto check = [a]() -> Status {
+  // A running workspace is stopped, restored and started again (a disk checkpoint has no
+  // processes to resume): the stop is decided now, as a restart's is, its size admitted again
+  // for the start that follows.
+  auto restart = std::make_shared<bool>(false);
+  auto check = [this, a, restart, by]() -> Status {
     const Workspace& ws = a->record();
-    if (ws.state != State::kStopped) {
+    if (ws.state == State::kStopped) return {};
+    if (ws.state != State::kRunning) {
       return Fail(ErrorCode::kFailedPrecondition,
-                  fmt::format("cannot restore workspace '{}' while it is {}: stop it first", ws.name,
+                  fmt::format("cannot restore workspace '{}' while it is {}: start or stop it first", ws.name,
                               StateName(ws.state)));
     }
+    a->event_actor = store::KeyActor(by);
+    auto transition = [&] { return Transition(*a, State::kStopping, "stopping", "to restore a checkpoint"); };
+    auto admitted = AdmitStart(*a, transition);
+    a->event_actor = std::string(store::kSystemActor);
+    if (!admitted) return admitted;
+    *restart = true;
     return {};
   };
-  auto op = [this, a, checkpoint = std::move(checkpoint), undo, by = std::move(by)]() {
-    return RestoreOp(a, checkpoint, undo, by);
+  auto op = [this, a, checkpoint = std::move(checkpoint), undo, by = std::move(by), restart]() {
+    return RestoreOp(a, checkpoint, undo, by, *restart);
   };
   co_return co_await Queued<RestoreResult>(a, std::move(check), std::move(op));
 }
@@ -292,7 +303,27 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   co_return c;
 }
 
-Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string checkpoint, bool undo, std::string by) {
+Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string checkpoint, bool undo, std::string by,
+                                                         bool restart) {
+  if (restart) {
+    co_await StopOp(a, false, "stopped");
+    if (a->record().state != State::kStopped) {
+      co_return Fail(ErrorCode::kFailedPrecondition,
+                     fmt::format("the stop before the restore ended with workspace '{}' {}", a->record().name,
+                                 StateName(a->record().state)));
+    }
+  }
+  // Started again whatever the restore's outcome: it was running when asked.
+  struct StartAgain {
+    WorkspaceService* self;
+    ActorPtr a;
+    bool on;
+    ~StartAgain() {
+      if (!on || self->stopping_ || a->record().state != State::kStopped) return;
+      if (auto s = self->Transition(*a, State::kStarting, "starting", "after the restore"); !s) return;
+      a->Enqueue([self = self, a = a] { return self->Boot(a, false); });
+    }
+  } start_again{this, a, restart};
   Workspace ws = a->record();
   if (ws.state != State::kStopped) co_return Fail(Conflict(ws, "restore"));
   Layout layout = LayoutFor(ws.id);
@@ -363,6 +394,7 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
   };
   co_await Blocking(std::move(settle));
   RestoreResult out{a->record(), std::nullopt};
+  if (restart) out.workspace.state = State::kStarting;  // StartAgain, as this returns
   if (before) {
     before->state = "ready";
     out.undo = std::move(before);

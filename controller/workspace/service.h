@@ -359,7 +359,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   template <class T>
   Task<Result<T>> Queued(ActorPtr actor, std::function<Status()> check, std::function<Task<Result<T>>()> op);
   Task<Result<store::Checkpoint>> CheckpointOp(ActorPtr actor, CheckpointRequest request, std::string by);
-  Task<Result<RestoreResult>> RestoreOp(ActorPtr actor, std::string checkpoint, bool undo, std::string by);
+  // `restart`: the workspace was running; the restore stops it first (its stop already
+  // decided) and starts it again afterwards.
+  Task<Result<RestoreResult>> RestoreOp(ActorPtr actor, std::string checkpoint, bool undo, std::string by,
+                                        bool restart);
   Task<Result<store::Checkpoint>> DeleteCheckpointOp(ActorPtr actor, std::string checkpoint, std::string by);
   // On the strand: stores `ws` (its new disk generation) with `change` and the event, then
   // makes it the actor's record and publishes it (Commit, for disks).

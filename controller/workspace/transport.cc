@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -64,25 +65,44 @@ Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
 // workspace's uid reads them. Disks made before berthd's umask was 077 are 0644 (and, from
 // libvirt's relabelling under the shared QEMU user, may be libvirt-qemu's): this fixes them at
 // their next boot. The workspace directory is root's, so nothing in it is a link the uid
-// planted; lchown anyway. The frozen layers under the top (checkpoints.cc) stay root's, 0440
-// with the uid's group: its QEMU reads them as backing files and can neither write them nor
-// change their mode.
+// planted; lchown anyway. The frozen layers under the top (checkpoints.cc) stay root's, 0400,
+// with a POSIX ACL entry that lets the uid read them: its QEMU opens them as backing files and
+// can neither write them nor change their mode (QEMU runs with the kvm group, not the uid's, so
+// a group cannot do this).
+Status GrantRead(const std::filesystem::path& path, uid_t uid) {
+  // The "system.posix_acl_access" value (linux/posix_acl_xattr.h): a version, then entries
+  // sorted by tag: owner r, user:<uid> r, owning group none, mask r, others none.
+  struct Entry {
+    uint16_t tag;
+    uint16_t perm;
+    uint32_t id;
+  };
+  constexpr uint32_t kUndefined = 0xffffffff;
+  struct {
+    uint32_t version = 2;
+    Entry entries[5];
+  } acl{2, {{0x01, 4, kUndefined}, {0x02, 4, static_cast<uint32_t>(uid)}, {0x04, 0, kUndefined},
+            {0x10, 4, kUndefined}, {0x20, 0, kUndefined}}};
+  static_assert(sizeof(acl) == 4 + 5 * 8);
+  if (::lchown(path.c_str(), 0, 0) != 0 || ::chmod(path.c_str(), 0400) != 0 ||
+      ::setxattr(path.c_str(), "system.posix_acl_access", &acl, sizeof(acl), 0) != 0) {
+    return Fail(ErrnoError(errno, "let the workspace's uid read " + path.string()));
+  }
+  return {};
+}
+
 Status OwnFiles(const Layout& layout, int64_t top_gen, uid_t uid) {
-  auto give = [](const std::filesystem::path& path, uid_t owner, gid_t group, mode_t mode) -> Status {
-    if (::lchown(path.c_str(), owner, group) != 0 || ::chmod(path.c_str(), mode) != 0) {
-      if (errno == ENOENT) return {};
+  for (const auto& path : {layout.root_disk(top_gen), layout.data_disk(top_gen), layout.token()}) {
+    if (::lchown(path.c_str(), uid, uid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
+      if (errno == ENOENT) continue;
       return Fail(ErrnoError(errno, "give " + path.string() + " to the workspace's uid"));
     }
-    return {};
-  };
-  for (const auto& path : {layout.root_disk(top_gen), layout.data_disk(top_gen), layout.token()}) {
-    if (auto s = give(path, uid, uid, 0600); !s) return s;
   }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(layout.dir, ec)) {
     auto gen = Layout::LayerGen(entry.path().filename().string());
-    if (!gen || *gen == top_gen) continue;
-    if (auto s = give(entry.path(), 0, uid, 0440); !s) return s;
+    if (!gen || *gen == top_gen || entry.is_symlink()) continue;
+    if (auto s = GrantRead(entry.path(), uid); !s) return s;
   }
   if (ec) return Fail(ErrnoError(ec.value(), "list " + layout.dir.string()));
   return {};

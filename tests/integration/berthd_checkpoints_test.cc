@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "controller/store/store.h"
+#include "tests/support/mcp_exchange.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_berthd.h"
 #include "tests/support/wait.h"
@@ -169,13 +170,24 @@ TEST_CASE("berthd's checkpoints: a checkpoint freezes the disks as they were, a 
   auto running = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints", json::object());
   REQUIRE_FALSE(running.has_value());
   CHECK(running.error().code == ErrorCode::kFailedPrecondition);
-  auto restore_running = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints/" + undo + "/restore", json::object());
-  REQUIRE_FALSE(restore_running.has_value());
-  CHECK(restore_running.error().code == ErrorCode::kFailedPrecondition);
   // Its layer is under the running disks: not deletable until it stops.
   auto under = api.Json(verb::delete_, "/v1/workspaces/keeper/checkpoints/" + undo);
   REQUIRE_FALSE(under.has_value());
   CHECK(under.error().code == ErrorCode::kFailedPrecondition);
+
+  // Restoring a running workspace stops it, restores, and starts it again on the new layers.
+  auto live = api.Json(verb::post, "/v1/workspaces/keeper/checkpoints/" + undo + "/restore", json{{"undo", false}});
+  REQUIRE(live.has_value());
+  CHECK((*live)["workspace"]["state"] == "starting");
+  REQUIRE(api.Json(verb::post, "/v1/workspaces/keeper/wait", json{{"state", "running"}, {"timeout_s", 30}}).has_value());
+  CHECK(Backing(dir / "root.g4.qcow2") == (dir / "root.g1.qcow2").string());
+  CHECK_FALSE(fs::exists(dir / "root.g3.qcow2"));
+  auto stops = api.Json(verb::get, "/v1/workspaces/" + id + "/events?type=stopping");
+  REQUIRE(stops.has_value());
+  REQUIRE_FALSE((*stops)["events"].empty());
+  CHECK((*stops)["events"].back()["message"] == "to restore a checkpoint");
+  types = EventTypes(api, id);
+  CHECK(std::count(types.begin(), types.end(), "restored") == 3);
 
   // Deleting the workspace takes its checkpoints with it.
   REQUIRE(api.Json(verb::delete_, "/v1/workspaces/keeper").has_value());
@@ -276,6 +288,42 @@ TEST_CASE("berthd's checkpoints: after a crash mid-checkpoint a restart drops th
   // The next checkpoint takes generation 2 afresh.
   REQUIRE(api.Json(verb::post, "/v1/workspaces/crashy/checkpoints", json{{"name", "next"}}).has_value());
   CHECK(fs::exists(dir / "root.g2.qcow2"));
+}
+
+TEST_CASE("berthd's checkpoints through its own /mcp: a tool takes, lists and restores them as the session's "
+          "key", "[berthd][checkpoints][mcp]") {
+  TestBerthd d;
+  auto api = d.Admin();
+  std::string id = Stopped(api, "via-mcp")["id"];
+  auto minted = api.Json(verb::post, "/v1/keys", json{{"scope", "write"}, {"name", "mcp-agent"}});
+  REQUIRE(minted.has_value());
+  auto agent = d.WithKey((*minted)["key"]);
+  std::string session = testing::McpSession(agent);
+
+  auto taken = testing::McpToolCall(agent, session, "checkpoint_create", {{"workspace", "via-mcp"}, {"name", "first"}});
+  INFO(taken.dump());
+  REQUIRE_FALSE(taken.value("isError", false));
+  auto listed = testing::McpToolCall(agent, session, "checkpoint_list", {{"workspace", "via-mcp"}});
+  REQUIRE_FALSE(listed.value("isError", false));
+  REQUIRE(listed["structuredContent"]["checkpoints"].size() == 1);
+  CHECK(listed["structuredContent"]["checkpoints"][0]["name"] == "first");
+  CHECK(listed["structuredContent"]["checkpoints"][0]["created_by"] == (*minted)["id"]);
+  auto restored = testing::McpToolCall(agent, session, "checkpoint_restore", {{"workspace", "via-mcp"}, {"checkpoint", "first"}});
+  REQUIRE_FALSE(restored.value("isError", false));
+  CHECK(restored["structuredContent"]["undo"]["kind"] == "before_restore");
+  auto events = api.Json(verb::get, "/v1/workspaces/" + id + "/events?type=checkpoint,restored");
+  REQUIRE(events.has_value());
+  REQUIRE((*events)["events"].size() == 2);
+  for (const auto& e : (*events)["events"]) CHECK(e["actor"] == (*minted)["id"]);
+
+  // A read key's session lists them and takes none.
+  auto read_key = api.Json(verb::post, "/v1/keys", json{{"scope", "read"}});
+  REQUIRE(read_key.has_value());
+  auto reader = d.WithKey((*read_key)["key"]);
+  std::string read_session = testing::McpSession(reader);
+  auto refused = testing::McpToolCall(reader, read_session, "checkpoint_create", {{"workspace", "via-mcp"}});
+  CHECK(refused.value("isError", false));
+  CHECK(d.daemon().store().ListCheckpoints(id)->size() == 2);
 }
 
 }  // namespace

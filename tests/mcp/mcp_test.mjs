@@ -396,8 +396,8 @@ async function scenario(client, label) {
   return wsName;
 }
 
-// Checkpoints through `berth mcp` (HttpBackend) against berthd's routes: berthd's own /mcp does
-// not serve them yet (mcp/backend.h).
+// Checkpoints through `berth mcp` (HttpBackend) against berthd's routes (berthd's own /mcp serves
+// them too: tests/integration/berthd_checkpoints_test.cc).
 async function checkpoints(client, label) {
   await step(`${label}: checkpoint_create refuses a running workspace, then checkpoints it stopped; `
              + 'checkpoint_list lists it; checkpoint_restore answers the undo checkpoint', async () => {

@@ -13,8 +13,11 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
     loopback) while the public mirror does
   - hibernate with a background process running; start resumes the same process
   - stop, SIGKILL of berthd during the stop (checked to be stopping then), a new berthd on the
-    same port finishes it; start: the file and the package are still there
-  - an idle workspace stops itself; an exec wakes it
+    same port finishes it; a disk checkpoint of the stopped workspace; start (on the
+    checkpoint's new layers, the frozen ones its QEMU's to read only): the file and the package
+    are still there; the guest changes a file and writes another
+  - an idle workspace stops itself; restoring the checkpoint brings the file back and removes
+    the other; an exec wakes it
   - another tenant sees none of it
   - a second berthd that would run VMs on this host refuses to start, naming the first
   - the console log is virtlogd's (bounded), the agent token on no command line
@@ -260,13 +263,40 @@ def main():
         api = Api(url, key)
         api.wait(a, "stopped", 300)
         check(virsh("domstate", f"berth-{a}").stdout.strip() == "shut off", "the VM still runs")
+        # A checkpoint of the stopped workspace: its disks become frozen layers, and it boots on
+        # new tops over them.
+        t0 = time.monotonic()
+        cp = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "with-note"})
+        figures["disk_checkpoint_stopped_s"] = round(time.monotonic() - t0, 2)
+        check(cp["kind"] == "manual" and cp["taken_while"] == "stopped", f"checkpoint: {cp}")
         t0 = time.monotonic()
         api.ok("POST", f"/v1/workspaces/{a}/start")
         api.wait(a, "running")
         figures["cold_start_s"] = round(time.monotonic() - t0, 1)
         r = api.exec(a, "cat /workspace/note; tree --version")
         check(r["stdout"].split()[0] == nonce and "tree v" in r["stdout"], f"after stop/start: {r}")
-        log(f"cold start {figures['cold_start_s']} s; note and tree survived")
+        log(f"cold start {figures['cold_start_s']} s on the checkpoint's new layers; note and tree survived")
+        # Its QEMU reads the frozen layers (root's, through an ACL entry for its uid alone) and
+        # writes only the new tops.
+        d = os.path.join(data, "workspaces", a)
+        uid = process_uids(f"guest=berth-{a},")[0][0]
+        for name, owner, mode in (("root.qcow2", 0, 0o440), ("data.qcow2", 0, 0o440),
+                                  ("root.g1.qcow2", uid, 0o600), ("data.g1.qcow2", uid, 0o600)):
+            st = os.lstat(os.path.join(d, name))
+            check((st.st_uid, st.st_mode & 0o7777) == (owner, mode),
+                  f"{name}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}")
+        frozen = os.path.join(d, "root.qcow2")
+        r = run_as(uid, "sh", "-c", f"head -c 4 {frozen} > /dev/null")
+        check(r.returncode == 0, f"the workspace uid cannot read its frozen layer: {r.stderr}")
+        r = run_as(uid, "sh", "-c", f"printf x >> {frozen}")
+        check(r.returncode != 0, "the workspace uid wrote its frozen layer")
+        r = run_as(uid, "chmod", "0600", frozen)
+        check(r.returncode != 0, "the workspace uid changed its frozen layer's mode")
+        r = run_as(65534, "head", "-c", "1", frozen)
+        check(r.returncode != 0 and "Permission denied" in r.stderr, "another uid read a frozen layer")
+        # The guest changes its files after the checkpoint; a restore below brings them back.
+        r = api.exec(a, "echo changed > /workspace/note && echo new > /workspace/extra && sync")
+        check(r["exit_code"] == 0, f"changing the files: {r}")
 
         # --- idle stop, wake on exec --------------------------------------------------------
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 15})
@@ -275,10 +305,18 @@ def main():
             check(time.monotonic() < deadline, "the idle workspace did not stop")
             time.sleep(2)
         check("stopped_by_idle" in api.events(a), f"events: {api.events(a)}")
-        r = api.exec(a, "cat /workspace/note")
-        check(r["stdout"].strip() == nonce, f"after the wake: {r}")
-        check("woken" in api.events(a), f"events: {api.events(a)}")
-        log("idle stop, then an exec woke it")
+        # Stopped: back to the checkpoint, the state left kept as the undo checkpoint.
+        t0 = time.monotonic()
+        restored = api.ok("POST", f"/v1/workspaces/{a}/checkpoints/with-note/restore")
+        figures["disk_restore_stopped_s"] = round(time.monotonic() - t0, 2)
+        check(restored["undo"] and restored["undo"]["kind"] == "before_restore", f"restore: {restored}")
+        r = api.exec(a, "cat /workspace/note; ls /workspace")
+        check(r["stdout"].split()[0] == nonce and "extra" not in r["stdout"], f"after the restore and wake: {r}")
+        check("woken" in api.events(a) and "restored" in api.events(a), f"events: {api.events(a)}")
+        names = [c["name"] for c in api.ok("GET", f"/v1/workspaces/{a}/checkpoints")["checkpoints"]]
+        check(names == [restored["undo"]["id"], "with-note"], f"checkpoints: {names}")
+        log(f"idle stop; restored the checkpoint in {figures['disk_restore_stopped_s']} s (the changed "
+            "note back, the new file gone); an exec woke it")
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 3600})
 
         # --- the agent token stays secret; SIGTERM leaves the VMs running -------------------
