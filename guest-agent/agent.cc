@@ -34,6 +34,7 @@ Agent::Agent(boost::asio::io_context& io, AgentOptions options)
       processes_(std::make_unique<ProcessTable>(io_, activity_)) {
   ApiContext ctx{options_, io_, blocking_, activity_, *processes_, own_tcp_ports_};
   AddSystemRoutes(api_router_, ctx);
+  AddSyncRoute(api_router_, ctx);
   AddExecRoutes(api_router_, ctx);
   AddProcessRoutes(api_router_, ctx);
   AddFileRoutes(api_router_, ctx);

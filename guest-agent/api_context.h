@@ -29,6 +29,7 @@ struct ApiContext {
 
 // Each API area adds its routes (one file each), as berthd's api/ does.
 void AddSystemRoutes(http::Router& router, ApiContext& ctx);    // health, info
+void AddSyncRoute(http::Router& router, ApiContext& ctx);       // sync (berthd's only)
 void AddExecRoutes(http::Router& router, ApiContext& ctx);      // exec, exec/ws
 void AddProcessRoutes(http::Router& router, ApiContext& ctx);   // processes
 void AddFileRoutes(http::Router& router, ApiContext& ctx);      // files, tar, watch

@@ -1,4 +1,5 @@
-// GET /v1/health (no token: the controller polls it while a VM boots) and GET /v1/info.
+// GET /v1/health (no token: the controller polls it while a VM boots), GET /v1/info, and
+// POST /v1/sync (berthd's, before it checkpoints the running guest's disks).
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/blocking.h"
 #include "guest-agent/api_context.h"
 
 namespace berth::agent {
@@ -93,6 +95,20 @@ void AddSystemRoutes(http::Router& router, ApiContext& ctx) {
                     {"agent_version", std::string(BERTH_VERSION)}};
                co_await ex.SendJson(http::bhttp::status::ok, body);
              });
+}
+
+void AddSyncRoute(http::Router& router, ApiContext& ctx) {
+  // Writes every file system's dirty pages to its disk, so that a checkpoint taken of the
+  // running disks right after holds what the guest's programs wrote (and did not fsync). Off
+  // the I/O thread: sync(2) waits for the disk, seconds when much is dirty.
+  router.Add(http::bhttp::verb::post, "/v1/sync", [&ctx](http::Exchange& ex) -> http::Task<void> {
+    auto start = std::chrono::steady_clock::now();
+    auto flush = [] { ::sync(); };
+    co_await RunBlocking(ctx.blocking, std::move(flush));
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    nlohmann::json body = {{"synced", true}, {"took_ms", took.count()}};
+    co_await ex.SendJson(http::bhttp::status::ok, body);
+  });
 }
 
 }  // namespace berth::agent

@@ -629,7 +629,13 @@ Result<v1::Checkpoint> FakeBackend::CreateCheckpoint(std::string_view ws,
   if (request.memory) {
     return Fail(ErrorCode::kFailedPrecondition, "checkpoints with memory are not available yet");
   }
-  if (auto s = Stopped((*space)->ws, "checkpoint"); !s) return Fail(s.error());
+  // As berthd: a running or stopped workspace's disks.
+  const v1::Workspace& w = (*space)->ws;
+  if (w.state != State::kStopped && w.state != State::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("cannot checkpoint workspace '{}' while it is {}: wake it (or stop it) first", w.name,
+                            v1::StateName(w.state)));
+  }
   std::string name = request.name.value_or("");
   for (const auto& c : (*space)->checkpoints) {
     if (!name.empty() && c.name == name) {

@@ -25,10 +25,9 @@ Error ProbeError(const boost::system::error_code& ec, std::string_view step) {
   return Error(ErrorCode::kUnavailable, fmt::format("the agent cannot be reached ({}): {}", step, ec.message()));
 }
 
-}  // namespace
-
-asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
-                                                      std::chrono::milliseconds deadline) {
+// One call to the agent, its answer a JSON object of at most kMaxActivityAnswer bytes.
+asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::verb verb, const char* target,
+                                                 std::chrono::milliseconds deadline) {
   auto endpoint = link.endpoint.ToAsio();
   if (!endpoint) co_return Fail(endpoint.error());
   auto executor = co_await asio::this_coro::executor;
@@ -39,10 +38,11 @@ asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
     auto [ec] = co_await stream.async_connect(*endpoint, kTuple);
     if (ec) co_return Fail(ProbeError(ec, "connect"));
   }
-  bhttp::request<bhttp::empty_body> req{bhttp::verb::get, "/v1/activity", 11};
+  bhttp::request<bhttp::empty_body> req{verb, target, 11};
   req.set(bhttp::field::host, "berth-agent");
   req.set(bhttp::field::authorization, "Bearer " + link.token);
   req.keep_alive(false);
+  req.prepare_payload();
   {
     auto [ec, n] = co_await bhttp::async_write(stream, req, kTuple);
     if (ec) co_return Fail(ProbeError(ec, "request"));
@@ -60,14 +60,24 @@ asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
   const auto& res = parser.get();
   if (res.result() != bhttp::status::ok) {
     co_return Fail(ErrorCode::kUnavailable,
-                   fmt::format("the agent answered {} to GET /v1/activity", res.result_int()));
+                   fmt::format("the agent answered {} to {} {}", res.result_int(), bhttp::to_string(verb), target));
   }
   // A guest's text: depth-bounded, so no later copy of it can overflow a stack.
   auto parsed = ParseJson(res.body());
   if (!parsed || !parsed->is_object()) {
-    co_return Fail(ErrorCode::kUnavailable, "the agent's activity answer is not a JSON object");
+    co_return Fail(ErrorCode::kUnavailable, fmt::format("the agent's answer to {} is not a JSON object", target));
   }
   co_return std::move(*parsed);
+}
+
+}  // namespace
+
+asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link, std::chrono::milliseconds deadline) {
+  co_return co_await AskAgent(link, bhttp::verb::get, "/v1/activity", deadline);
+}
+
+asio::awaitable<Result<nlohmann::json>> SyncGuest(const AgentLink& link, std::chrono::milliseconds deadline) {
+  co_return co_await AskAgent(link, bhttp::verb::post, "/v1/sync", deadline);
 }
 
 }  // namespace berth::agent_client

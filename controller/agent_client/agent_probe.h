@@ -1,6 +1,7 @@
-// The one question berthd asks an agent by itself: GET /v1/activity with the boot's token. It
-// proves the agent is up and holds this boot's token (a stale agent from an earlier boot
-// answers 401), and says what keeps the guest awake. Asynchronous, with ONE deadline for the
+// The questions berthd asks an agent by itself, with the boot's token: GET /v1/activity proves
+// the agent is up and holds this boot's token (a stale agent from an earlier boot answers 401)
+// and says what keeps the guest awake; POST /v1/sync has the guest write what it holds in its
+// page cache to its disks, before berthd checkpoints them. Asynchronous, with ONE deadline for the
 // whole exchange (connect, request, header, body): a guest that drips its answer a byte at a
 // time costs its own workspace the deadline and nothing more. The guest is not trusted: the
 // answer is bounded (kMaxAnswer, a header limit) and must be a JSON object.
@@ -24,5 +25,9 @@ inline constexpr size_t kMaxActivityAnswer = 256 * 1024;
 // answers with an error, deadline_exceeded when `deadline` passed first.
 boost::asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link,
                                                              std::chrono::milliseconds deadline);
+
+// The same for POST /v1/sync: answers {"synced": true, "took_ms": N} once the guest's sync(2)
+// returned. An agent older than the call answers 404 (unavailable here).
+boost::asio::awaitable<Result<nlohmann::json>> SyncGuest(const AgentLink& link, std::chrono::milliseconds deadline);
 
 }  // namespace berth::agent_client

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
 
 namespace berth::hypervisor {
 
@@ -60,5 +62,21 @@ struct DomainSpec {
 
 // Pure: the same spec gives the same XML, byte for byte (golden-file tested).
 std::string RenderDomainXml(const DomainSpec& spec);
+
+// The new top layers a running domain's two disks move onto: qcow2 overlays on the current
+// tops, made beforehand by the caller and given to the domain's uid.
+struct DiskSnapshot {
+  std::string name;       // for libvirt's messages only: no snapshot metadata is kept
+  std::string root_disk;  // vda's new top
+  std::string data_disk;  // vdb's new top
+};
+
+// Pure, golden-file tested: the <domainsnapshot> of an external, disk-only snapshot onto the
+// given files (no memory).
+std::string RenderDiskSnapshotXml(const DiskSnapshot& snapshot);
+
+// The file each disk of a domain's XML (as libvirt writes it) reads and writes, by target dev
+// ("vda" -> ".../root.g3.qcow2"); disks without a file source are left out.
+std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml);
 
 }  // namespace berth::hypervisor

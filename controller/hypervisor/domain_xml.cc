@@ -1,3 +1,6 @@
+#include <optional>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "common/markup.h"
@@ -8,7 +11,95 @@ namespace {
 
 std::string Escape(std::string_view text) { return EscapeMarkup(text); }
 
+// The value of attribute `name` in the tag that starts at `tag` (libvirt writes attributes in
+// single quotes and escapes the five XML entities), or nothing.
+std::optional<std::string> Attribute(std::string_view tag, std::string_view name) {
+  std::string key = fmt::format(" {}='", name);
+  size_t at = tag.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  size_t begin = at + key.size();
+  size_t end = tag.find('\'', begin);
+  if (end == std::string_view::npos) return std::nullopt;
+  std::string_view raw = tag.substr(begin, end - begin);
+  std::string value;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '&') {
+      value.push_back(raw[i]);
+      continue;
+    }
+    static constexpr std::pair<std::string_view, char> kEntities[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&apos;", '\''}, {"&quot;", '"'}};
+    bool known = false;
+    for (const auto& [entity, c] : kEntities) {
+      if (raw.substr(i).starts_with(entity)) {
+        value.push_back(c);
+        i += entity.size() - 1;
+        known = true;
+        break;
+      }
+    }
+    if (!known) value.push_back('&');
+  }
+  return value;
+}
+
+// The opening tag `<element ...>` first found in `xml` from `from`, or an empty view.
+std::string_view Tag(std::string_view xml, std::string_view element, size_t from = 0) {
+  std::string open = fmt::format("<{} ", element);
+  size_t begin = xml.find(open, from);
+  if (begin == std::string_view::npos) return {};
+  size_t end = xml.find('>', begin);
+  if (end == std::string_view::npos) return {};
+  return xml.substr(begin, end + 1 - begin);
+}
+
 }  // namespace
+
+std::string RenderDiskSnapshotXml(const DiskSnapshot& snapshot) {
+  std::string x;
+  auto add = [&x](std::string_view line) {
+    x.append(line);
+    x.push_back('\n');
+  };
+  add("<domainsnapshot>");
+  add(fmt::format("  <name>{}</name>", Escape(snapshot.name)));
+  add("  <memory snapshot='no'/>");
+  add("  <disks>");
+  for (const auto& [dev, file] : {std::pair{"vda", &snapshot.root_disk}, std::pair{"vdb", &snapshot.data_disk}}) {
+    add(fmt::format("    <disk name='{}' snapshot='external' type='file'>", dev));
+    add("      <driver type='qcow2'/>");
+    add(fmt::format("      <source file='{}'/>", Escape(*file)));
+    add("    </disk>");
+  }
+  add("  </disks>");
+  add("</domainsnapshot>");
+  return x;
+}
+
+std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml) {
+  std::map<std::string, std::string> sources;
+  size_t at = 0;
+  while (true) {
+    size_t begin = domain_xml.find("<disk ", at);
+    if (begin == std::string_view::npos) break;
+    size_t end = domain_xml.find("</disk>", begin);
+    if (end == std::string_view::npos) break;
+    std::string_view disk = domain_xml.substr(begin, end - begin);
+    at = end;
+    // Its <backingStore> (nested, one per layer under it) holds the lower layers' sources:
+    // cut out, so what is left is the disk's own <source> and <target>.
+    std::string own(disk);
+    size_t backing = own.find("<backingStore");
+    size_t closed = own.rfind("</backingStore>");
+    if (backing != std::string::npos && closed != std::string::npos && closed > backing) {
+      own.erase(backing, closed + std::string_view("</backingStore>").size() - backing);
+    }
+    auto file = Attribute(Tag(own, "source"), "file");
+    auto dev = Attribute(Tag(own, "target"), "dev");
+    if (file && dev) sources[*dev] = *file;
+  }
+  return sources;
+}
 
 std::string RenderDomainXml(const DomainSpec& spec) {
   const bool kvm = spec.accel == Accel::kKvm;

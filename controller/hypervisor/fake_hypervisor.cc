@@ -125,6 +125,29 @@ Status FakeHypervisor::Save(const std::string& name) {
   return {};
 }
 
+Status FakeHypervisor::SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) {
+  Pass("SnapshotDisks");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("SnapshotDisks"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state != DomainState::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition, "domain is not running");
+  }
+  // As libvirt does: the live disks and the stored definition both move.
+  it->second.spec.root_disk = snapshot.root_disk;
+  it->second.spec.data_disk = snapshot.data_disk;
+  return {};
+}
+
+Result<std::map<std::string, std::string>> FakeHypervisor::DiskSources(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("DiskSources"); !s) return Fail(s.error());
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  return std::map<std::string, std::string>{{"vda", it->second.spec.root_disk}, {"vdb", it->second.spec.data_disk}};
+}
+
 Status FakeHypervisor::DiscardSave(const std::string& name) {
   Pass("DiscardSave");
   std::lock_guard lock(mutex_);

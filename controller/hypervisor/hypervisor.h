@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,13 @@ class Hypervisor {
   // Removes the definition and any managed save image. Fine on a missing domain.
   virtual Status Undefine(const std::string& name) = 0;
 
+  // Moves a running domain's two disks onto new top layers at one instant, for both at once or
+  // neither (libvirt's external disk-only snapshot, atomic, no metadata kept). The guest does
+  // not pause; the layers it leaves hold what a power cut at that instant would have left.
+  virtual Status SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) = 0;
+  // The file each disk reads and writes now, by target ("vda", "vdb"): the live definition of a
+  // running domain, else the stored one.
+  virtual Result<std::map<std::string, std::string>> DiskSources(const std::string& name) = 0;
   virtual Result<DomainState> State(const std::string& name) = 0;
   // Every domain whose name starts with `prefix`.
   virtual Result<std::vector<DomainInfo>> List(const std::string& prefix) = 0;

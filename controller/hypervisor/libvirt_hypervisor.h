@@ -51,6 +51,8 @@ class LibvirtHypervisor : public Hypervisor {
   Status Save(const std::string& name) override;
   Status DiscardSave(const std::string& name) override;
   Status Undefine(const std::string& name) override;
+  Status SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) override;
+  Result<std::map<std::string, std::string>> DiskSources(const std::string& name) override;
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
   Result<DomainStats> Stats(const std::string& name) override;

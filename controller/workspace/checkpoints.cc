@@ -161,17 +161,11 @@ Task<Result<store::Checkpoint>> WorkspaceService::TakeCheckpoint(std::string ten
     const Workspace& ws = a->record();
     if (memory) {
       return Fail(ErrorCode::kFailedPrecondition,
-                  fmt::format("workspace '{}': checkpoints with memory are not available yet; take one without "
-                              "(\"memory\": false) of the stopped workspace",
+                  fmt::format("workspace '{}': checkpoints with memory are not available yet; take one of its "
+                              "disks (\"memory\": false)",
                               ws.name));
     }
-    if (ws.state != State::kStopped) {
-      return Fail(ErrorCode::kFailedPrecondition,
-                  fmt::format("cannot checkpoint workspace '{}' while it is {}: stop it first (a running "
-                              "workspace's checkpoints are not available yet)",
-                              ws.name, StateName(ws.state)));
-    }
-    return {};
+    return CheckpointableNow(ws);
   };
   auto op = [this, a, request = std::move(request), by = std::move(by)]() { return CheckpointOp(a, request, by); };
   co_return co_await Queued<store::Checkpoint>(a, std::move(check), std::move(op));
@@ -252,10 +246,40 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpoint(std::string t
 
 // --- the operations (on the actor's strand, one at a time with its others) ----------------------
 
+Status WorkspaceService::CheckpointableNow(const Workspace& ws) {
+  if (ws.state == State::kStopped || ws.state == State::kRunning) return {};
+  if (ws.state == State::kHibernated) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("cannot checkpoint workspace '{}' while it is hibernated: wake it (or stop it) first",
+                            ws.name));
+  }
+  return Fail(ErrorCode::kFailedPrecondition,
+              fmt::format("cannot checkpoint workspace '{}' while it is {}: wait until it is running or stopped",
+                          ws.name, StateName(ws.state)));
+}
+
+Task<Status> WorkspaceService::MoveRunningDisks(ActorPtr a, std::string checkpoint, Layout layout, int64_t next) {
+  Workspace ws = a->record();
+  // What the guest's programs wrote and did not fsync is in its page cache: the agent writes it
+  // out first. A guest that cannot (an agent older than the call, a hung disk) is checkpointed
+  // as it is: what a power cut would leave, which its journal recovers.
+  if (auto link = ReadLink(ws); link) {
+    auto synced = co_await AskAgent(options_.sync_guest, *link, options_.sync_deadline);
+    if (!synced) {
+      spdlog::warn("workspace {}: the guest did not sync before checkpoint {}: {}", ws.id, checkpoint,
+                   synced.error().message);
+    }
+  }
+  hypervisor::DiskSnapshot snapshot{checkpoint, layout.root_disk(next).string(), layout.data_disk(next).string()};
+  auto move = [this, name = ws.DomainName(), snapshot] { return hypervisor_.SnapshotDisks(name, snapshot); };
+  co_return co_await Blocking(std::move(move));
+}
+
 Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, CheckpointRequest request, std::string by) {
   Workspace ws = a->record();
   // Queued behind other operations: the state is asked again now that it runs.
-  if (ws.state != State::kStopped) co_return Fail(Conflict(ws, "checkpoint"));
+  if (auto s = CheckpointableNow(ws); !s) co_return Fail(s.error());
+  const bool running = ws.state == State::kRunning;
   store::Checkpoint c;
   c.id = NewId("cp");
   c.tenant_id = ws.tenant_id;
@@ -268,16 +292,52 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   c.created_at = Now();
   Layout layout = LayoutFor(ws.id);
   int64_t next = ws.disk_gen + 1;
+  Workspace moved = ws;
+  moved.disk_gen = next;
+  // Undoes what was made, on the blocking pool: the new layers, the row, and (running) the
+  // current top given back to the QEMU that still writes it.
+  auto unmake = [&, before = ws] {
+    RemoveLayers(layout, next);
+    if (running) {
+      if (auto s = transport_->AdoptLayers(before, layout); !s) {
+        spdlog::warn("workspace {}: giving its disks back: {}", ws.id, s.error().message);
+      }
+    }
+    DropRow(store_, c.id);
+  };
   auto make = [&]() -> Status {
     if (auto s = store_.InsertCheckpoint(c); !s) return s;
-    if (auto s = MakeLayers(layout, next, layout.root_disk(c.gen), layout.data_disk(c.gen)); !s) {
-      RemoveLayers(layout, next);
-      DropRow(store_, c.id);
-      return s;
-    }
-    return {};
+    auto made = MakeLayers(layout, next, layout.root_disk(c.gen), layout.data_disk(c.gen));
+    // A running VM's QEMU opens the new layers as its uid, and reopens the current top (which
+    // becomes the checkpoint's) read-only when it moves.
+    if (made && running) made = transport_->AdoptLayers(moved, layout);
+    if (!made) unmake();
+    return made;
   };
   if (auto s = co_await Blocking(std::move(make)); !s) co_return Fail(s.error());
+
+  if (running) {
+    auto moved_disks = co_await MoveRunningDisks(a, c.id, layout, next);
+    if (!moved_disks) {
+      // The layers are removed only when the domain is known to be on the old ones: libvirt
+      // may have moved it and failed after (a dropped connection).
+      auto ask = [this, name = ws.DomainName()] { return hypervisor_.DiskSources(name); };
+      auto on = co_await Blocking(std::move(ask));
+      std::string root_now = on && on->contains("vda") ? on->at("vda") : "";
+      if (root_now == layout.root_disk(ws.disk_gen).string()) {
+        co_await Blocking(std::move(unmake));
+        co_return Fail(moved_disks.error());
+      }
+      if (root_now != layout.root_disk(next).string()) {
+        spdlog::error("workspace {}: checkpoint {} failed ({}) and where its disks are is unknown; the next start "
+                      "of berthd settles it",
+                      ws.id, c.id, moved_disks.error().message);
+        co_return Fail(moved_disks.error());
+      }
+      spdlog::warn("workspace {}: the hypervisor moved the disks for checkpoint {} and then failed ({})", ws.id, c.id,
+                   moved_disks.error().message);
+    }
+  }
 
   ws = a->record();
   ws.disk_gen = next;
@@ -290,16 +350,23 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   if (auto s = CommitDisks(*a, ws, change, "checkpoint", fmt::format("checkpoint {} taken (disk)", Describe(c)),
                            data, by);
       !s) {
-    auto undo = [&] {
-      RemoveLayers(layout, next);
-      DropRow(store_, c.id);
-    };
-    co_await Blocking(std::move(undo));
+    if (running) {
+      // The VM already writes the new layers: the row stays "taking", and the next start-up's
+      // ReconcileDisks, seeing the domain on them, finishes the commit.
+      spdlog::error("workspace {}: checkpoint {} is on its disks but not in the store ({}); the next start "
+                    "of berthd finishes it",
+                    ws.id, c.id, s.error().message);
+      co_return Fail(s.error());
+    }
+    co_await Blocking(std::move(unmake));
     co_return Fail(s.error());
   }
   c.state = "ready";
-  auto freeze = [&] { FreezeLayers(layout, c.gen); };
-  co_await Blocking(std::move(freeze));
+  // (A running VM's were frozen when they were given to it read-only.)
+  if (!running) {
+    auto freeze = [&] { FreezeLayers(layout, c.gen); };
+    co_await Blocking(std::move(freeze));
+  }
   co_return c;
 }
 
@@ -500,26 +567,54 @@ Status WorkspaceService::CommitDisks(Actor& actor, Workspace ws, const store::Di
 
 // --- start-up ----------------------------------------------------------------------------------
 
-void WorkspaceService::ReconcileDisks(const std::vector<Workspace>& records) {
-  for (const auto& ws : records) {
+void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
+  for (auto& ws : records) {
     if (ws.state == State::kDeleting) continue;
     auto rows = store_.ListCheckpoints(ws.id);
     if (!rows) {
       spdlog::warn("workspace {}: checkpoints: {}", ws.id, rows.error().message);
       continue;
     }
+    Layout layout = LayoutFor(ws.id);
+    // Where the domain's disks are: a running VM's checkpoint cut short after the hypervisor
+    // moved them is finished, not dropped. Unknown (no domain, libvirt unreachable): as
+    // recorded.
+    std::string root_now;
+    if (auto on = hypervisor_.DiskSources(ws.DomainName()); on && on->contains("vda")) root_now = on->at("vda");
     std::set<int64_t> owned = {ws.disk_gen};
     for (const auto& c : *rows) {
       if (c.state == "ready") {
         owned.insert(c.gen);
         continue;
       }
-      // Every checkpoint so far is of a stopped workspace: a row still "taking" never reached
-      // its commit, so the disks never moved to its next generation (removed below).
+      if (c.gen == ws.disk_gen && root_now == layout.root_disk(c.gen + 1).string()) {
+        Workspace moved = ws;
+        moved.disk_gen = c.gen + 1;
+        moved.disk_parent = c.id;
+        moved.updated_at = Now();
+        store::DiskChange change;
+        change.ready.push_back(c.id);
+        auto data = EventData(c);
+        data["taken_while"] = c.taken_while;
+        data["state"] = std::string(StateName(ws.state));
+        store::NewEvent line{Now(), "checkpoint",
+                             fmt::format("checkpoint {} taken (disk; finished at berthd's start)", Describe(c)), data,
+                             std::string(store::kSystemActor)};
+        auto added = store_.CommitDisks(moved, change, line);
+        if (added) {
+          spdlog::info("workspace {}: checkpoint {} was on its disks; finished", ws.id, c.id);
+          ws = moved;
+          owned.insert(c.gen);
+        } else {
+          spdlog::error("workspace {}: finishing checkpoint {}: {}", ws.id, c.id, added.error().message);
+        }
+        owned.insert(c.gen + 1);  // the VM writes them: kept whatever the store says
+        continue;
+      }
+      // The disks never moved to its generation: its layers go (below) with the row.
       spdlog::info("workspace {}: checkpoint {} was cut short; dropped", ws.id, c.id);
       DropRow(store_, c.id);
     }
-    Layout layout = LayoutFor(ws.id);
     std::error_code ec;
     std::vector<fs::path> stray;
     for (const auto& entry : fs::directory_iterator(layout.dir, ec)) {

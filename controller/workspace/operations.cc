@@ -119,9 +119,14 @@ Result<agent_client::AgentLink> WorkspaceService::ReadLink(const Workspace& ws) 
 
 Task<Result<nlohmann::json>> WorkspaceService::Probe(const agent_client::AgentLink& link,
                                                      std::chrono::milliseconds deadline) {
-  // The deadline is enforced here, whatever the probe does: a probe that ignores it is cut.
+  co_return co_await AskAgent(options_.probe, link, deadline);
+}
+
+Task<Result<nlohmann::json>> WorkspaceService::AskAgent(const AgentCall& call, const agent_client::AgentLink& link,
+                                                        std::chrono::milliseconds deadline) {
+  // The deadline is enforced here, whatever the call does: one that ignores it is cut.
   asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
-  auto probe = options_.probe(link, deadline);
+  auto probe = call(link, deadline);
   auto expire = timer.async_wait(asio::as_tuple(asio::use_awaitable));
   auto either = std::move(probe) || std::move(expire);
   auto result = co_await std::move(either);

@@ -79,6 +79,7 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
       boot_slots_(std::max(1, options_.max_concurrent_boots)) {
   if (!options_.clock) options_.clock = UnixNow;
   if (!options_.probe) options_.probe = agent_client::ProbeActivity;
+  if (!options_.sync_guest) options_.sync_guest = agent_client::SyncGuest;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;
   if (!options_.host_disk) options_.host_disk = StatHostDisk;
   if (!options_.kvm_works) {

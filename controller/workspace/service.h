@@ -66,6 +66,10 @@ namespace berth::workspace {
 template <class T>
 using Task = boost::asio::awaitable<T>;
 
+// A question berthd asks a guest's agent by itself (controller/agent_client/agent_probe.h).
+using AgentCall =
+    std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, std::chrono::milliseconds)>;
+
 struct ServiceOptions {
   std::filesystem::path data_dir;    // <data>/workspaces/<id>/ holds each workspace's files
   std::filesystem::path images_dir;  // default: <data>/images
@@ -101,8 +105,12 @@ struct ServiceOptions {
   std::function<int64_t()> clock;
   // The agent probe (GET /v1/activity with the boot's token); replaced in unit tests. The
   // service enforces probe_deadline around it, whatever the probe does.
-  std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, std::chrono::milliseconds)>
-      probe;
+  AgentCall probe;
+  // Has a running guest write its page cache to its disks before they are checkpointed
+  // (agent_client::SyncGuest: POST /v1/sync); replaced in unit tests. The service enforces
+  // sync_deadline around it; a guest that fails it is checkpointed as it is.
+  AgentCall sync_guest;
+  std::chrono::milliseconds sync_deadline{30000};
   // Disk creation; replaced in unit tests that run no qemu-img.
   std::function<Status(const ImageVersion&, const Layout&, int disk_gib)> make_disks;
   // Whether KVM works here (accel "auto"); replaced in unit tests.
@@ -350,6 +358,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<Status> OnHypervisor(Status (hypervisor::Hypervisor::*method)(const std::string&), const std::string& name);
   // The probe with its deadline enforced around it.
   Task<Result<nlohmann::json>> Probe(const agent_client::AgentLink& link, std::chrono::milliseconds deadline);
+  // One call to the agent (options_.probe, options_.sync_guest) with its deadline enforced
+  // around it, whatever the call does.
+  Task<Result<nlohmann::json>> AskAgent(const AgentCall& call, const agent_client::AgentLink& link,
+                                        std::chrono::milliseconds deadline);
   // A KVM boot failed in a way that says KVM does not work here: TCG from now on.
   bool FallBackToTcg(const Actor& actor, const Error& error);
 
@@ -359,6 +371,11 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   template <class T>
   Task<Result<T>> Queued(ActorPtr actor, std::function<Status()> check, std::function<Task<Result<T>>()> op);
   Task<Result<store::Checkpoint>> CheckpointOp(ActorPtr actor, CheckpointRequest request, std::string by);
+  // Whether a checkpoint of its disks can be taken in this state (running or stopped).
+  static Status CheckpointableNow(const Workspace& ws);
+  // A running VM's disks onto the layers of generation `next` (made and adopted already): the
+  // guest syncs, then the hypervisor moves both disks at once.
+  Task<Status> MoveRunningDisks(ActorPtr actor, std::string checkpoint, Layout layout, int64_t next);
   // `restart`: the workspace was running; the restore stops it first (its stop already
   // decided) and starts it again afterwards.
   Task<Result<RestoreResult>> RestoreOp(ActorPtr actor, std::string checkpoint, bool undo, std::string by,
@@ -368,9 +385,11 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // makes it the actor's record and publishes it (Commit, for disks).
   Status CommitDisks(Actor& actor, Workspace ws, const store::DiskChange& change, const std::string& event,
                      const std::string& message, const nlohmann::json& data, const std::string& by);
-  // At start-up: rows "taking" dropped, layer files that neither the top nor a checkpoint owns
-  // (a checkpoint, restore or delete cut short) removed.
-  void ReconcileDisks(const std::vector<Workspace>& records);
+  // At start-up: rows "taking" finished when the domain's disks already moved onto their next
+  // generation (a running VM's checkpoint cut short after the move), else dropped; layer files
+  // that neither the top nor a checkpoint owns (a checkpoint, restore or delete cut short)
+  // removed. Updates `records` to what the store now says.
+  void ReconcileDisks(std::vector<Workspace>& records);
 
   // --- idle (idle.cc) ---
   Task<void> IdleLoop();

@@ -233,6 +233,10 @@ class VmTransport : public Transport {
     KillFromPidFile(layout.passt_pid(), layout.passt_socket().string());
   }
 
+  Status AdoptLayers(const Workspace& ws, const Layout& layout) override {
+    if (!ws.net_uid) return Fail(ErrorCode::kInternal, "workspace " + ws.id + " has no uid to run as");
+    return OwnFiles(layout, ws.disk_gen, static_cast<uid_t>(*ws.net_uid));
+  }
   Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout&) const override {
     Endpoint ep;
     if (vsock_) {

@@ -32,6 +32,10 @@ class Transport {
   // After the VM stopped (`saved` false) or was hibernated: ends what BeforeStart started if it
   // is still there.
   virtual void AfterStop(const Workspace& ws, const Layout& layout, bool saved) = 0;
+  // While the VM runs, after a checkpoint moved its disks to generation ws.disk_gen: gives
+  // those layers to its QEMU and the ones under them read-only (what BeforeStart does at a
+  // boot). Called before the move too, so the QEMU can open the new layers.
+  virtual Status AdoptLayers(const Workspace& /*ws*/, const Layout& /*layout*/) { return {}; }
   // Where the agent answers while the VM runs.
   virtual Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout& layout) const = 0;
   // True when the "guest" is the host itself (the unix transport): its CPU load says nothing

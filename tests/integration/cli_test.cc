@@ -703,7 +703,7 @@ TEST_CASE("berth preview prints the link alone; previews lists and revokes; port
 }
 
 TEST_CASE("berth checkpoint prints the id alone; checkpoints lists and deletes; restore prints the undo "
-          "id; checkpointing a running workspace is refused with exit 6 and says to stop it",
+          "id; checkpointing a hibernated workspace is refused with exit 6 and says to wake it",
           "[cli][berthd][checkpoints]") {
   std::string bin = BerthdPath();
   if (bin.empty()) {
@@ -715,12 +715,13 @@ TEST_CASE("berth checkpoint prints the id alone; checkpoints lists and deletes; 
   INFO(r);
   REQUIRE(r.code == 0);
 
-  // Running: berthd's 409 is a conflict (exit 6) with its message on stderr, nothing on stdout.
+  // Hibernated: berthd's 409 is a conflict (exit 6) with its message on stderr, nothing on stdout.
+  REQUIRE(cli({"hibernate", "cli-cp", "--wait"}).code == 0);
   r = cli({"checkpoint", "cli-cp"});
   CHECK(r.code == 6);
   CHECK(r.out.empty());
   CHECK(r.err.starts_with("berth: "));
-  CHECK(r.err.find("stop it first") != std::string::npos);
+  CHECK(r.err.find("wake it") != std::string::npos);
   REQUIRE(cli({"stop", "cli-cp", "--wait"}).code == 0);
 
   // The id alone on stdout, so that `cp=$(berth checkpoint ws)` works; how to restore on stderr.

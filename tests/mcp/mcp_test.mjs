@@ -399,12 +399,13 @@ async function scenario(client, label) {
 // Checkpoints through `berth mcp` (HttpBackend) against berthd's routes (berthd's own /mcp serves
 // them too: tests/integration/berthd_checkpoints_test.cc).
 async function checkpoints(client, label) {
-  await step(`${label}: checkpoint_create refuses a running workspace, then checkpoints it stopped; `
+  await step(`${label}: checkpoint_create refuses a hibernated workspace, then checkpoints it stopped; `
              + 'checkpoint_list lists it; checkpoint_restore answers the undo checkpoint', async () => {
     const ws = `cp-${label}`;
     const made = await api('POST', '/v1/workspaces', { name: ws });
     await api('POST', `/v1/workspaces/${made.id}/wait`, { state: 'running', timeout_s: 60 });
-    await callFails(client, 'checkpoint_create', { workspace: ws }, /failed_precondition.*stop it first/);
+    await call(client, 'workspace_hibernate', { workspace: ws, wait: true });
+    await callFails(client, 'checkpoint_create', { workspace: ws }, /failed_precondition.*wake it/);
     await call(client, 'workspace_stop', { workspace: ws, force: true, wait: true });
     const taken = await call(client, 'checkpoint_create', { workspace: ws, name: 'first' });
     const id = taken.structuredContent?.id;

@@ -189,3 +189,55 @@ TEST_CASE("domain spec JSON: unknown keys, wrong types and missing fields are re
   refused(no_token, "needs name, kernel, root_disk and token_file");
   refused(nlohmann::json::array(), "a domain spec is a JSON object");
 }
+
+TEST_CASE("disk snapshot XML: both disks external onto the given files, no memory", "[xml][checkpoints]") {
+  DiskSnapshot snapshot;
+  snapshot.name = "cp_0123456789abcdef";
+  snapshot.root_disk = "/var/lib/berth/workspaces/ws_0123456789ab/root.g3.qcow2";
+  snapshot.data_disk = "/var/lib/berth/workspaces/ws_0123456789ab/data.g3.qcow2";
+  CheckGolden("disk_snapshot.xml", RenderDiskSnapshotXml(snapshot));
+}
+
+TEST_CASE("disk sources: each disk's own file from libvirt's live XML, not its backing layers'", "[xml][checkpoints]") {
+  // As libvirt 9.0 writes a running domain's disks: the backing chain nested under the top,
+  // and <target> after it.
+  std::string live = R"(<domain type='qemu' id='7'>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2' cache='writeback' discard='unmap'/>
+      <source file='/var/lib/berth/workspaces/ws_1/root.g2.qcow2' index='3'/>
+      <backingStore type='file' index='2'>
+        <format type='qcow2'/>
+        <source file='/var/lib/berth/workspaces/ws_1/root.g1.qcow2'/>
+        <backingStore type='file' index='1'>
+          <format type='qcow2'/>
+          <source file='/var/lib/berth/images/base/v1/disk.qcow2'/>
+          <backingStore/>
+        </backingStore>
+      </backingStore>
+      <target dev='vda' bus='virtio'/>
+      <serial>berth-root</serial>
+    </disk>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='/data/it&apos;s &amp; more/data.g2.qcow2' index='4'/>
+      <backingStore/>
+      <target dev='vdb' bus='virtio'/>
+    </disk>
+    <disk type='network' device='cdrom'>
+      <source protocol='nbd' name='x'/>
+      <target dev='sda' bus='sata'/>
+    </disk>
+  </devices>
+</domain>
+)";
+  auto sources = ParseDiskSources(live);
+  CHECK(sources == std::map<std::string, std::string>{{"vda", "/var/lib/berth/workspaces/ws_1/root.g2.qcow2"},
+                                                      {"vdb", "/data/it's & more/data.g2.qcow2"}});
+  // Our own domain XML (inactive, no chain) reads the same way.
+  DomainSpec spec = BaseSpec();
+  auto own = ParseDiskSources(RenderDomainXml(spec));
+  CHECK(own.at("vda") == spec.root_disk);
+  CHECK(own.at("vdb") == spec.data_disk);
+  CHECK(ParseDiskSources("<domain><devices><disk type='file'><source file='/x'/>").empty());
+}

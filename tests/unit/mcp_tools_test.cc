@@ -539,15 +539,16 @@ TEST_CASE("checkpoint tools: create, list and restore a stopped workspace; resto
   CHECK(f.Call("checkpoint_list", {{"workspace", "cp"}})["structuredContent"]["checkpoints"].size() == 3);
 }
 
-TEST_CASE("checkpoint tools: a running workspace, an unknown checkpoint and a missing argument are errors "
+TEST_CASE("checkpoint tools: a hibernated workspace, an unknown checkpoint and a missing argument are errors "
           "a model can act on",
           "[mcp][tools][checkpoints]") {
   Fixture f;
-  f.backend().AddWorkspaceForTest("live", v1::State::kRunning, {});
-  json refused = f.Call("checkpoint_create", {{"workspace", "live"}});
+  f.backend().AddWorkspaceForTest("asleep", v1::State::kHibernated, {});
+  json refused = f.Call("checkpoint_create", {{"workspace", "asleep"}});
   CHECK(IsError(refused));
   CHECK(Text(refused).find("failed_precondition") != std::string::npos);
-  CHECK(Text(refused).find("stop it first") != std::string::npos);
+  CHECK(Text(refused).find("wake it") != std::string::npos);
+  f.backend().AddWorkspaceForTest("live", v1::State::kRunning, {});
   CHECK(IsError(f.Call("checkpoint_restore", {{"workspace", "live"}, {"checkpoint", "cp_nope"}})));
   json missing = f.Call("checkpoint_restore", {{"workspace", "live"}});
   CHECK(IsError(missing));

@@ -40,6 +40,16 @@ class RecordingHypervisor : public hypervisor::FakeHypervisor {
   // changes as asked, and this call fails as libvirt answers the second request.
   std::atomic<bool> start_lands_then_fails{false};
   std::atomic<bool> save_lands_then_fails{false};
+  // A disk snapshot that moved the disks, answered with an error (a dropped connection).
+  std::atomic<bool> snapshot_lands_then_fails{false};
+  Status SnapshotDisks(const std::string& name, const hypervisor::DiskSnapshot& snapshot) override {
+    Note("SnapshotDisks", name);
+    if (snapshot_lands_then_fails.exchange(false)) {
+      (void)FakeHypervisor::SnapshotDisks(name, snapshot);
+      return Fail(ErrorCode::kUnavailable, "libvirt snapshot the disks: connection lost");
+    }
+    return FakeHypervisor::SnapshotDisks(name, snapshot);
+  }
   // A start cut short: libvirt says paused until something starts the domain again.
   std::atomic<bool> paused_until_start{false};
   Result<hypervisor::DomainState> State(const std::string& name) override {

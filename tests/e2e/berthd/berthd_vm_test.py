@@ -15,9 +15,10 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
   - stop, SIGKILL of berthd during the stop (checked to be stopping then), a new berthd on the
     same port finishes it; a disk checkpoint of the stopped workspace; start (on the
     checkpoint's new layers, the frozen ones its QEMU's to read only): the file and the package
-    are still there; the guest changes a file and writes another
-  - an idle workspace stops itself; restoring the checkpoint brings the file back and removes
-    the other; an exec wakes it
+    are still there; the guest changes a file, writes others, one not synced; a checkpoint of
+    the running workspace moves its disks in the same boot, and it writes one more
+  - an idle workspace stops itself; restoring the running checkpoint brings back what was
+    there then (the unsynced file too) without what came after; an exec wakes it
   - another tenant sees none of it
   - a second berthd that would run VMs on this host refuses to start, naming the first
   - the console log is virtlogd's (bounded), the agent token on no command line
@@ -294,9 +295,30 @@ def main():
         check(r.returncode != 0, "the workspace uid changed its frozen layer's mode")
         r = run_as(65534, "head", "-c", "1", frozen)
         check(r.returncode != 0 and "Permission denied" in r.stderr, "another uid read a frozen layer")
-        # The guest changes its files after the checkpoint; a restore below brings them back.
-        r = api.exec(a, "echo changed > /workspace/note && echo new > /workspace/extra && sync")
+        # The guest changes its files after the checkpoint, and writes one it does not sync.
+        r = api.exec(a, "echo changed > /workspace/note && echo new > /workspace/extra && sync && "
+                        "echo unsynced > /workspace/unsynced")
         check(r["exit_code"] == 0, f"changing the files: {r}")
+        # A checkpoint of the running workspace: the guest syncs, its disks move onto new layers
+        # while it runs (same boot), and what it writes after lands above the checkpoint.
+        boot_id = api.exec(a, "cat /proc/sys/kernel/random/boot_id")["stdout"]
+        t0 = time.monotonic()
+        live = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "live"})
+        figures["disk_checkpoint_running_s"] = round(time.monotonic() - t0, 2)
+        check(live["taken_while"] == "running" and live["parent"] == cp["id"], f"running checkpoint: {live}")
+        check(api.ok("GET", f"/v1/workspaces/{a}")["state"] == "running", "not running after its checkpoint")
+        r = api.exec(a, "cat /proc/sys/kernel/random/boot_id; echo after > /workspace/after && sync")
+        check(r["exit_code"] == 0 and r["stdout"].startswith(boot_id), f"after the running checkpoint: {r}")
+        blk = virsh("domblklist", f"berth-{a}").stdout
+        check(os.path.join(d, "root.g2.qcow2") in blk and os.path.join(d, "data.g2.qcow2") in blk,
+              f"the VM's disks did not move: {blk}")
+        for name, owner, mode in (("root.g1.qcow2", 0, 0o440), ("data.g1.qcow2", 0, 0o440),
+                                  ("root.g2.qcow2", uid, 0o600), ("data.g2.qcow2", uid, 0o600)):
+            st = os.lstat(os.path.join(d, name))
+            check((st.st_uid, st.st_mode & 0o7777) == (owner, mode),
+                  f"{name}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}")
+        log(f"checkpointed the running workspace in {figures['disk_checkpoint_running_s']} s, same boot; "
+            "its QEMU writes the new layers")
 
         # --- idle stop, wake on exec --------------------------------------------------------
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 15})
@@ -305,18 +327,21 @@ def main():
             check(time.monotonic() < deadline, "the idle workspace did not stop")
             time.sleep(2)
         check("stopped_by_idle" in api.events(a), f"events: {api.events(a)}")
-        # Stopped: back to the checkpoint, the state left kept as the undo checkpoint.
+        # Stopped: back to the running checkpoint (two frozen layers under the new top), the
+        # state left kept as the undo checkpoint. The file the guest never synced is there: the
+        # checkpoint asked the guest to sync first.
         t0 = time.monotonic()
-        restored = api.ok("POST", f"/v1/workspaces/{a}/checkpoints/with-note/restore")
+        restored = api.ok("POST", f"/v1/workspaces/{a}/checkpoints/live/restore")
         figures["disk_restore_stopped_s"] = round(time.monotonic() - t0, 2)
         check(restored["undo"] and restored["undo"]["kind"] == "before_restore", f"restore: {restored}")
-        r = api.exec(a, "cat /workspace/note; ls /workspace")
-        check(r["stdout"].split()[0] == nonce and "extra" not in r["stdout"], f"after the restore and wake: {r}")
+        r = api.exec(a, "cat /workspace/note /workspace/unsynced; ls /workspace")
+        check(r["stdout"].split()[:2] == ["changed", "unsynced"] and "extra" in r["stdout"]
+              and "after" not in r["stdout"].split(), f"after the restore and wake: {r}")
         check("woken" in api.events(a) and "restored" in api.events(a), f"events: {api.events(a)}")
         names = [c["name"] for c in api.ok("GET", f"/v1/workspaces/{a}/checkpoints")["checkpoints"]]
-        check(names == [restored["undo"]["id"], "with-note"], f"checkpoints: {names}")
-        log(f"idle stop; restored the checkpoint in {figures['disk_restore_stopped_s']} s (the changed "
-            "note back, the new file gone); an exec woke it")
+        check(names == [restored["undo"]["id"], "live", "with-note"], f"checkpoints: {names}")
+        log(f"idle stop; restored the running checkpoint in {figures['disk_restore_stopped_s']} s (the "
+            "unsynced file there, the later one gone); an exec woke it")
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 3600})
 
         # --- the agent token stays secret; SIGTERM leaves the VMs running -------------------
