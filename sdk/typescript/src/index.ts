@@ -17,6 +17,8 @@ export type {
 } from './desktop.js';
 export { EventFollower, formatSince, kMaxEventPage } from './events.js';
 export type { WorkspaceEvent, EventsOptions } from './events.js';
+export { Checkpoints, CheckpointTransaction } from './checkpoints.js';
+export type { Checkpoint, RestoreResult, RestoreOptions, CheckpointScopeOptions, CheckpointHost } from './checkpoints.js';
 export { Previews } from './previews.js';
 export type { Preview, PreviewOptions } from './previews.js';
 export { ApiClient, kDefaultRequestTimeoutMs, kDefaultStreamIdleTimeoutMs } from './client.js';

@@ -1,4 +1,4 @@
-// Workspace: one Berth VM, its lifecycle, and its commands, files and previews.
+// Workspace: one Berth VM, its lifecycle, and its commands, files, previews and checkpoints.
 
 import { randomBytes } from 'node:crypto';
 import { ApiClient, CallOptions, ConnectionOptions, wsPath } from './client.js';
@@ -9,6 +9,7 @@ import { Previews } from './previews.js';
 import { Pty } from './pty.js';
 import { Network } from './network.js';
 import { Desktop } from './desktop.js';
+import { Checkpoint, CheckpointScopeOptions, CheckpointTransaction, Checkpoints } from './checkpoints.js';
 import { EventFollower, EventsOptions, WorkspaceEvent, listEvents } from './events.js';
 
 export type WorkspaceState = 'creating' | 'starting' | 'running' | 'stopping' | 'stopped' |
@@ -118,6 +119,8 @@ export class Workspace {
   readonly network: Network;
   /** Who controls its desktop, and viewer tickets. */
   readonly desktop: Desktop;
+  /** Its disks kept and brought back: create, list, get, delete, restore. */
+  readonly checkpoints: Checkpoints;
   private data: WorkspaceInfo;
 
   private constructor(private readonly client: ApiClient, info: WorkspaceInfo) {
@@ -128,6 +131,12 @@ export class Workspace {
     this.pty = new Pty(client, info.id);
     this.network = new Network(client, info.id);
     this.desktop = new Desktop(client, info.id);
+    this.checkpoints = new Checkpoints(client, {
+      id: info.id,
+      name: info.name,
+      waitFor: (state, timeoutMs, signal) => this.waitFor(state, timeoutMs, signal),
+      seen: (latest) => { this.data = latest; },
+    });
   }
 
   get id(): string { return this.data.id; }
@@ -318,6 +327,45 @@ export class Workspace {
       }
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /** Checkpoints it now (checkpoints.create) and answers a transaction on that checkpoint:
+   * disposing of it (`await using`) restores the checkpoint unless `commit()` was called, and
+   * waits until a workspace that ran runs again; see CheckpointTransaction.
+   *
+   *     await using tx = await ws.checkpoint({ name: 'before-upgrade' });
+   *     await ws.commands.run('apt-get -y upgrade');
+   *     await tx.commit();   // `keep: false`: the checkpoint is deleted here */
+  async checkpoint(options: CheckpointScopeOptions = {}): Promise<CheckpointTransaction> {
+    const call = callOf(options);
+    const cp = await this.checkpoints.create(options.name === undefined ? call : { ...call, name: options.name });
+    return new CheckpointTransaction(this.checkpoints, cp, options);
+  }
+
+  /** Runs `fn` with a checkpoint taken first: if it throws, the checkpoint is restored
+   * (`undo: true`: the failed state is kept as a `before_restore` checkpoint; a workspace that
+   * ran is waited for until it runs again) and the same error is rethrown. A failed restore
+   * never replaces it: it is attached to the error as `rollbackError` (when the error is an
+   * object). On success the checkpoint stays unless `keep: false`; `fn`'s value is returned. */
+  async withCheckpoint<T>(fn: (checkpoint: Checkpoint) => Promise<T> | T,
+                          options: CheckpointScopeOptions = {}): Promise<T> {
+    const tx = await this.checkpoint(options);
+    let value: T;
+    try {
+      value = await fn(tx.checkpoint);
+    } catch (error) {
+      try {
+        await tx.rollback();
+      } catch (rollbackError) {
+        if (typeof error === 'object' && error !== null && Object.isExtensible(error)) {
+          Object.defineProperty(error, 'rollbackError',
+                                { value: rollbackError, enumerable: true, configurable: true, writable: true });
+        }
+      }
+      throw error;
+    }
+    await tx.commit();
+    return value;
   }
 
   /** The host of `port`'s preview, `{port}-{name}.{preview domain}[:port]` (no scheme), where

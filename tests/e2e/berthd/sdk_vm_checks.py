@@ -3,15 +3,17 @@ already-running base-image workspace, so the SDK's calls meet a real guest agent
 real transport without a boot of its own (a TCG boot costs minutes).
 
 run(url, api_key, workspace, log) raises (Failure, or the SDK's error) on the first check that
-fails. It leaves the workspace as it found it: running, with nothing of its own running in it,
-and its files under /workspace/sdk-vm-checks removed. It never stops, hibernates or deletes it.
+fails. It leaves the workspace running, with nothing of its own running in it and its files
+under /workspace/sdk-vm-checks removed. It never hibernates or deletes it; its last check
+restores a checkpoint, which reboots it, and leaves that checkpoint ("sdk-rollback": berthd
+refuses to delete a checkpoint under a running workspace's disks).
 
 Checked: Workspace.connect by name; commands.run (stdout, exit code, CommandExitError on a
 non-zero exit, check=False, cwd, env, stdin, an argv list); a background command whose output
 arrives while it runs, then kill(); a PTY (input echoed, resize seen by stty, kill); files
 (write, read, list, exists, rename, remove, make_dir); a streamed upload and download of
 4 MiB compared by SHA-256; a directory as tar both ways; info(); AsyncWorkspace for a few
-calls."""
+calls; `with ws.checkpoint()` whose block raises: the VM's disks rolled back (a restart)."""
 
 import asyncio
 import hashlib
@@ -215,6 +217,55 @@ async def _async(url, api_key, name):
         check(info.state == "running" and info.name == name, f"async info: {info}")
 
 
+class _BlockFailed(Exception):
+    """What the checkpoint block raises: nothing else does, so catching it proves it was the
+    block's own exception that came out of ws.checkpoint()."""
+
+
+def _checkpoint_rollback(ws, log):
+    """`with ws.checkpoint()` on the running VM: a checkpoint of the running workspace (the
+    agent syncs first), a change inside the block, the block raises. The SDK restores the
+    checkpoint (berthd stops the VM, puts its disks back, boots it) and waits until it runs
+    again, then re-raises the block's exception: the change is gone, the boot is a new one,
+    and the failed state is the undo checkpoint (deleted here; "sdk-rollback" stays, under
+    the running disks)."""
+    path = "/workspace/sdk-cp.txt"
+    ws.files.write(path, "before")
+    boot = ws.commands.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    # A TCG boot takes 30-60 s, and the stop before it up to berthd's shutdown grace.
+    scope = ws.checkpoint(name="sdk-rollback", request_timeout=900)
+    t0 = time.monotonic()
+    t1 = t0
+    try:
+        with scope as cp:
+            taken = time.monotonic() - t0
+            check(cp.name == "sdk-rollback" and cp.kind == "manual" and cp.taken_while == "running",
+                  f"the checkpoint: {cp}")
+            ws.files.write(path, "during")
+            check(ws.files.read(path) == "during", f"{path} in the block")
+            t1 = time.monotonic()
+            raise _BlockFailed("the block fails on purpose")
+        raise Failure("the block ended without its exception")
+    except _BlockFailed:
+        pass
+    rolled = time.monotonic() - t1
+    check(scope.rollback_error is None, f"the rollback failed: {scope.rollback_error!r}")
+    restored = scope.restored
+    check(restored is not None and restored.workspace.state == "running"
+          and restored.undo is not None and restored.undo.kind == "before_restore",
+          f"the rollback's restore: {restored}")
+    check(ws.info().state == "running", "not running after the rollback")
+    got = ws.files.read(path)
+    check(got == "before", f"{path} after the rollback: {got!r}, not 'before'")
+    boot2 = ws.commands.run("cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    check(boot2 and boot2 != boot, f"the rollback did not restart the VM (boot_id {boot2})")
+    ws.checkpoints.delete(restored.undo.id)
+    ws.files.remove(path)
+    log(f"sdk: with ws.checkpoint(): checkpoint of the running VM in {taken:.2f} s; the block "
+        f"raised; rollback (stop, restore, boot, wait for running) in {rolled:.1f} s; {path} "
+        "reads 'before' again, new boot")
+
+
 def _run_elsewhere(url, api_key, workspace, log):
     """This interpreter cannot import the SDK (no httpx): the checks in the system's python3,
     which has the SDK's dependencies (scripts/setup installs them), its log lines passed on."""
@@ -255,6 +306,7 @@ def run(url, api_key, workspace, log):
             _files(ws, log)
             asyncio.run(_async(url, api_key, info.name))
             log("sdk: AsyncWorkspace (connect, run, write, read, info)")
+            _checkpoint_rollback(ws, log)  # last: it reboots the VM
         finally:
             try:
                 ws.files.remove(ROOT)

@@ -8,19 +8,19 @@ Workspace blocks; AsyncWorkspace has the same methods, awaited."""
 
 from ._core import (DEFAULT_COMMAND_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
                     STREAM_IDLE_TIMEOUT)
-from .aworkspace import (AsyncCommandHandle, AsyncCommands, AsyncDesktop, AsyncFiles,
-                         AsyncNetwork, AsyncPreviews, AsyncPty, AsyncPtyHandle,
-                         AsyncWatchHandle, AsyncWorkspace)
+from .aworkspace import (AsyncCheckpoints, AsyncCheckpointScope, AsyncCommandHandle,
+                         AsyncCommands, AsyncDesktop, AsyncFiles, AsyncNetwork, AsyncPreviews,
+                         AsyncPty, AsyncPtyHandle, AsyncWatchHandle, AsyncWorkspace)
 from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError, ConflictError,
                      ForbiddenError, InternalError, InvalidArgumentError, LockedError,
                      NotFoundError, QuotaExceededError, RateLimitError, StorageError,
                      TimeoutError, UnavailableError)
-from .types import (Action, ActionsResult, Click, CommandResult, DesktopControl, DesktopTicket,
-                    DirTransfer, Drag, EntryInfo, Event, HoldKey, Key, MouseDown, MouseUp, Move,
-                    NetworkStatus, Preview, ProcessInfo, Screenshot, Scroll, Size, TypeText, Wait,
-                    WatchEvent, WorkspaceInfo)
-from .workspace import (CommandHandle, Commands, Desktop, Files, Network, Previews, Pty, PtyHandle,
-                        WatchHandle, Workspace)
+from .types import (Action, ActionsResult, Checkpoint, Click, CommandResult, DesktopControl,
+                    DesktopTicket, DirTransfer, Drag, EntryInfo, Event, HoldKey, Key, MouseDown,
+                    MouseUp, Move, NetworkStatus, Preview, ProcessInfo, RestoreResult, Screenshot,
+                    Scroll, Size, TypeText, Wait, WatchEvent, WorkspaceInfo)
+from .workspace import (Checkpoints, CheckpointScope, CommandHandle, Commands, Desktop, Files,
+                        Network, Previews, Pty, PtyHandle, WatchHandle, Workspace)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -35,5 +35,6 @@ __all__ = [
     "InvalidArgumentError", "LockedError", "NotFoundError", "QuotaExceededError",
     "RateLimitError", "StorageError", "TimeoutError", "UnavailableError",
     "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_REQUEST_TIMEOUT", "DEFAULT_WAIT_TIMEOUT",
-    "STREAM_IDLE_TIMEOUT",
+    "STREAM_IDLE_TIMEOUT", "Checkpoints", "AsyncCheckpoints", "CheckpointScope",
+    "AsyncCheckpointScope", "Checkpoint", "RestoreResult",
 ]

@@ -1,5 +1,6 @@
 """Core: every op of the SDK, the mixins of _ops_*.py on CoreBase (_core.py)."""
 
+from ._ops_checkpoints import CheckpointOps
 from ._ops_commands import CommandOps
 from ._ops_desktop import DesktopOps
 from ._ops_events import EventOps
@@ -9,7 +10,7 @@ from ._ops_pty import PtyOps
 from ._ops_workspaces import WorkspaceOps
 
 
-class Core(WorkspaceOps, CommandOps, PtyOps, FileOps, PreviewOps, NetworkOps, DesktopOps,
-           EventOps):
+class Core(CheckpointOps, WorkspaceOps, CommandOps, PtyOps, FileOps, PreviewOps, NetworkOps,
+           DesktopOps, EventOps):
     """Builds and interprets berthd's requests; the drivers (_sync.py, _async.py) run its
     ops."""

@@ -159,6 +159,51 @@ class Preview:
 
 
 @dataclass
+class Checkpoint:
+    """A checkpoint: the workspace's disks as they were when it was taken (docs/api.md,
+    "Checkpoints"). `kind` is "manual", "before_restore" (what a restore replaced, to undo it)
+    or "rolling"; `taken_while` the workspace's state then; `parent` the checkpoint under this
+    one; `pause_ms` None without memory; `size_bytes` what its layers take on the host;
+    `created_by` who took it (a key's id, or "system")."""
+    id: str
+    workspace_id: str
+    name: str
+    kind: str
+    memory: bool = False
+    parent: Optional[str] = None
+    taken_while: str = ""
+    pause_ms: Optional[int] = None
+    size_bytes: int = 0
+    created_by: str = ""
+    created_at: str = ""
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "Checkpoint":
+        return Checkpoint(id=_str(j, "id"), workspace_id=_str(j, "workspace_id"),
+                          name=_str(j, "name"), kind=_str(j, "kind"),
+                          memory=j.get("memory") is True, parent=_opt_str(j, "parent"),
+                          taken_while=_str(j, "taken_while"), pause_ms=_opt_int(j, "pause_ms"),
+                          size_bytes=_int(j, "size_bytes"), created_by=_str(j, "created_by"),
+                          created_at=_str(j, "created_at"), raw=j)
+
+
+@dataclass
+class RestoreResult:
+    """What a restore answers: the workspace on the checkpoint's disks (running again, when
+    it ran and the restore waited; else as berthd answered: "starting" or "stopped"), and
+    `undo`, the checkpoint of the state the restore replaced (None with undo=False)."""
+    workspace: WorkspaceInfo
+    undo: Optional[Checkpoint]
+
+    @staticmethod
+    def from_json(j: Json) -> "RestoreResult":
+        ws, undo = j.get("workspace"), j.get("undo")
+        return RestoreResult(workspace=WorkspaceInfo.from_json(ws if isinstance(ws, dict) else {}),
+                             undo=Checkpoint.from_json(undo) if isinstance(undo, dict) else None)
+
+
+@dataclass
 class WatchEvent:
     """A change in a watched directory (files.watch_dir): `type` is "created", "modified",
     "deleted", "moved_from", "moved_to", or "error" (a subdirectory that could not be

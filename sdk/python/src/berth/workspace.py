@@ -9,7 +9,7 @@ driver; AsyncWorkspace (aworkspace.py) has the same methods, awaited.
 from __future__ import annotations
 
 from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Literal, Optional, Sequence,
-                    Union, overload)
+                    Type, Union, overload)
 
 from . import _core
 from ._core import (Callback, StopToken, check_result, command_deadline, create_body,
@@ -17,10 +17,10 @@ from ._core import (Callback, StopToken, check_result, command_deadline, create_
 from ._ops_events import Filter, Since, event_params
 from ._ops_pty import PtySession
 from ._sync import Connection
-from .types import (Action, ActionsResult, Click, CommandResult, DesktopControl, DesktopTicket,
-                    DirTransfer, Drag, EntryInfo, Event, Json, Key, MouseButton, Move, NetworkStatus,
-                    Point, Preview, ProcessInfo, Screenshot, Scroll, TypeText, WatchEvent,
-                    WorkspaceInfo)
+from .types import (Action, ActionsResult, Checkpoint, Click, CommandResult, DesktopControl,
+                    DesktopTicket, DirTransfer, Drag, EntryInfo, Event, Json, Key, MouseButton,
+                    Move, NetworkStatus, Point, Preview, ProcessInfo, RestoreResult, Screenshot,
+                    Scroll, TypeText, WatchEvent, WorkspaceInfo)
 
 Source = Union[bytes, IO[bytes], IO[str], Iterable[bytes]]
 
@@ -408,6 +408,104 @@ class Previews:
                                                  conn.core.deadline(request_timeout)))
 
 
+class Checkpoints:
+    """`ws.checkpoints`: its disks kept and brought back (docs/api.md, "Checkpoints"). A
+    checkpoint is named by its id or its name everywhere."""
+
+    def __init__(self, ws: "Workspace") -> None:
+        self._ws = ws
+
+    def create(self, name: Optional[str] = None,
+               request_timeout: Optional[float] = None) -> Checkpoint:
+        """Checkpoints its disks now: running (it keeps running; what its programs wrote is
+        synced first) or stopped; ConflictError when hibernated. `name`: unique in the
+        workspace (lowercase letters, digits, -), default its id. Never sent twice on its own."""
+        conn = self._ws._conn
+        return conn.run(conn.core.create_checkpoint(self._ws.id, name,
+                                                    conn.core.deadline(request_timeout)))
+
+    def list(self, request_timeout: Optional[float] = None) -> List[Checkpoint]:
+        """Its checkpoints, newest first."""
+        conn = self._ws._conn
+        return conn.run(conn.core.checkpoints(self._ws.id, conn.core.deadline(request_timeout)))
+
+    def get(self, id_or_name: str, request_timeout: Optional[float] = None) -> Checkpoint:
+        conn = self._ws._conn
+        return conn.run(conn.core.checkpoint(self._ws.id, id_or_name,
+                                             conn.core.deadline(request_timeout)))
+
+    def delete(self, id_or_name: str, request_timeout: Optional[float] = None) -> Checkpoint:
+        """Deletes a checkpoint (the ones above it keep what they hold); ConflictError while
+        it is under the disks of the running workspace."""
+        conn = self._ws._conn
+        return conn.run(conn.core.delete_checkpoint(self._ws.id, id_or_name,
+                                                    conn.core.deadline(request_timeout)))
+
+    def restore(self, id_or_name: str, undo: bool = True, wait: bool = True,
+                request_timeout: Optional[float] = None) -> RestoreResult:
+        """Puts its disks back to the checkpoint. With undo (the default) the state it replaces
+        is checkpointed first (`.undo`, kind "before_restore": restore that to undo this). A
+        running workspace is stopped, restored and started again; with wait, this returns once
+        it runs (request_timeout default 300 s: a boot under TCG takes a minute). Never sent
+        twice on its own."""
+        conn = self._ws._conn
+        result = conn.run(conn.core.restore_checkpoint(
+            self._ws.id, id_or_name, undo, wait,
+            _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
+        self._ws._info = result.workspace
+        return result
+
+
+def _chain(exc: BaseException, failure: BaseException, what: str) -> None:
+    """Hangs `failure` (the rollback's) on the chain of `exc` (the block's), which stays the
+    one that propagates: traceback prints the failure above it, and a note says what failed.
+    The failure's own context was `exc`; it takes over exc's earlier one instead, so that the
+    chain has no cycle."""
+    failure.__context__ = exc.__context__
+    exc.__context__ = failure
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(f"berth: {what} failed: {failure!r}")
+
+
+class CheckpointScope:
+    """What `ws.checkpoint()` returns, for `with` (`async with` on AsyncWorkspace): the
+    block's changes to the disks are rolled back if it raises. `checkpoint` is the one taken
+    on entering, `restored` the restore's answer after a rollback (its `undo` holds the failed
+    state), `rollback_error` why a rollback failed."""
+
+    def __init__(self, ws: "Workspace", name: Optional[str], keep: bool,
+                 request_timeout: Optional[float]) -> None:
+        self._ws, self._name, self._keep, self._timeout = ws, name, keep, request_timeout
+        self.checkpoint: Optional[Checkpoint] = None
+        self.restored: Optional[RestoreResult] = None
+        self.rollback_error: Optional[BaseException] = None
+
+    def __enter__(self) -> Checkpoint:
+        self.checkpoint = self._ws.checkpoints.create(self._name, request_timeout=self._timeout)
+        return self.checkpoint
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Any) -> None:
+        cp = self.checkpoint
+        if cp is None:
+            return
+        if exc is None:
+            if not self._keep:
+                self._ws.checkpoints.delete(cp.id, request_timeout=self._timeout)
+            return
+        # Exceptions only: KeyboardInterrupt, SystemExit or a cancelled task ask to stop now,
+        # not after a restore and a boot; the checkpoint stays, to restore by hand.
+        if not isinstance(exc, Exception):
+            return
+        try:
+            self.restored = self._ws.checkpoints.restore(cp.id, undo=True, wait=True,
+                                                         request_timeout=self._timeout)
+        except Exception as failure:  # the block's exception goes on, with this chained
+            self.rollback_error = failure
+            _chain(exc, failure, f"rolling {self._ws.name} back to checkpoint {cp.name}")
+
+
 class Network:
     """`ws.network`: what the workspace's guest may reach (docs/api.md, "Network")."""
 
@@ -581,7 +679,8 @@ class Desktop:
 
 class Workspace:
     """A Berth workspace (a Linux VM of its own). Make one with create(), connect() or
-    get_or_create(); `commands`, `files` and `previews` act in it."""
+    get_or_create(); `commands`, `files`, `previews`, `checkpoints` (and the other
+    attributes) act on it."""
 
     def __init__(self, info: WorkspaceInfo, conn: Connection, owns: bool = True) -> None:
         self._info, self._conn, self._owns = info, conn, owns
@@ -591,6 +690,7 @@ class Workspace:
         self.previews = Previews(self)
         self.network = Network(self)
         self.desktop = Desktop(self)
+        self.checkpoints = Checkpoints(self)
 
     @property
     def id(self) -> str:
@@ -762,6 +862,15 @@ class Workspace:
         self._info = self._conn.run(self._conn.core.patch(
             self.id, body, self._conn.core.deadline(request_timeout)))
         return self._info
+
+    def checkpoint(self, name: Optional[str] = None, keep: bool = True,
+                   request_timeout: Optional[float] = None) -> CheckpointScope:
+        """`with ws.checkpoint() as cp:` checkpoints it on entering (checkpoints.create); if
+        the block raises an Exception, restores that checkpoint (undo=True: the failed state
+        is kept as the "before_restore" checkpoint) and waits until it runs again if it ran,
+        then the block's exception propagates; a failed restore is chained to it, never raised
+        instead. On success the checkpoint stays, unless keep=False (then it is deleted)."""
+        return CheckpointScope(self, name, keep, request_timeout)
 
     def get_host(self, port: int, request_timeout: Optional[float] = None) -> str:
         """The preview host of `port` ("5173-web.preview.localhost:8420"), as E2B's get_host;

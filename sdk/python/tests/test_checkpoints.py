@@ -1,0 +1,154 @@
+"""ws.checkpoints (POST|GET …/checkpoints, GET|DELETE …/checkpoints/{cp}, POST …/restore) and
+`with ws.checkpoint():`, against berthd on the unix transport. libvirt's test driver cannot
+snapshot a running domain's disks (berthd answers a 500 naming libvirt), so checkpoints are
+taken of STOPPED workspaces here; a restore into a running one (stopped, restored, started)
+works on it, and is what proves the SDK's wait. That the disks really come back is
+tests/e2e/berthd/sdk_vm_checks.py's to show, on a real VM."""
+
+import asyncio
+
+import pytest
+
+from berth import (AlreadyExistsError, AsyncWorkspace, Checkpoint, NotFoundError, RestoreResult,
+                   Workspace)
+from conftest import unique
+
+
+class Boom(Exception):
+    """The block's own failure, a type nothing else raises."""
+
+
+@pytest.fixture
+def ws(berthd):
+    w = Workspace.create(name=unique("cp"))
+    w.stop()
+    yield w
+    w.delete()
+    w.close()
+
+
+def test_create_list_get_delete_round_trip_on_a_stopped_workspace(ws):
+    assert ws.checkpoints.list() == []
+    cp = ws.checkpoints.create(name="first")
+    assert isinstance(cp, Checkpoint)
+    assert cp.id.startswith("cp_") and cp.name == "first" and cp.workspace_id == ws.id
+    assert (cp.kind, cp.memory, cp.taken_while, cp.pause_ms) == ("manual", False, "stopped", None)
+    assert cp.created_by.startswith("key_") and cp.created_at
+    unnamed = ws.checkpoints.create()
+    assert unnamed.name == unnamed.id  # no name: its id is its name
+    assert [c.id for c in ws.checkpoints.list()] == [unnamed.id, cp.id]  # newest first
+    assert ws.checkpoints.get("first").id == cp.id == ws.checkpoints.get(cp.id).id
+    with pytest.raises(AlreadyExistsError):
+        ws.checkpoints.create(name="first")
+    assert ws.checkpoints.delete("first").id == cp.id
+    with pytest.raises(NotFoundError):
+        ws.checkpoints.get("first")
+    assert [c.id for c in ws.checkpoints.list()] == [unnamed.id]
+
+
+def test_restore_answers_the_workspace_and_its_before_restore_undo_checkpoint(ws):
+    cp = ws.checkpoints.create(name="base")
+    r = ws.checkpoints.restore("base")
+    assert isinstance(r, RestoreResult)
+    assert r.workspace.id == ws.id and r.workspace.state == "stopped" and ws.state == "stopped"
+    assert r.undo is not None and r.undo.kind == "before_restore" and r.undo.id != cp.id
+    assert [c.id for c in ws.checkpoints.list()][:2] == [r.undo.id, cp.id]
+    # undo=False keeps no checkpoint of the state it discards.
+    n = len(ws.checkpoints.list())
+    assert ws.checkpoints.restore(cp.id, undo=False).undo is None
+    assert len(ws.checkpoints.list()) == n
+    with pytest.raises(NotFoundError):
+        ws.checkpoints.restore("no-such-checkpoint")
+
+
+def test_restore_of_a_running_workspace_waits_until_it_runs_again(ws):
+    ws.checkpoints.create(name="stopped-state")
+    ws.start()
+    r = ws.checkpoints.restore("stopped-state")  # berthd answers "starting"; the SDK waits
+    assert r.workspace.state == "running" and ws.state == "running"
+    assert ws.info().state == "running"
+    # berthd stops it first, so the undo checkpoint is of the stopped workspace.
+    assert r.undo is not None and r.undo.kind == "before_restore"
+    r = ws.checkpoints.restore("stopped-state", wait=False)
+    assert r.workspace.state == "starting"  # what berthd answered, not waited for
+    ws.stop()  # berthd lets a stop wait for the boot
+
+
+def test_with_checkpoint_rolls_back_when_the_block_raises_and_reraises_its_exception(ws):
+    scope = ws.checkpoint(name="before-step")
+    with pytest.raises(Boom, match="step failed"):
+        with scope as cp:
+            assert ws.checkpoints.list()[0].id == cp.id
+            raise Boom("step failed")
+    assert scope.restored is not None and scope.rollback_error is None
+    undo = scope.restored.undo
+    assert undo is not None
+    listed = ws.checkpoints.list()
+    assert [(c.id, c.kind) for c in listed][:2] == [(undo.id, "before_restore"), (cp.id, "manual")]
+    # berthd's timeline: restored to cp, the failed state kept as the undo checkpoint.
+    assert [(e.data.get("checkpoint"), e.data.get("undo")) for e in ws.events(type="restored")] \
+        == [(cp.id, undo.id)]
+
+
+def test_with_checkpoint_rollback_of_a_running_workspace_returns_once_it_runs(ws):
+    scope = ws.checkpoint()
+    with pytest.raises(Boom):
+        with scope:
+            ws.start()
+            raise Boom()
+    assert scope.restored is not None and scope.restored.workspace.state == "running"
+    assert ws.info().state == "running"
+    ws.stop()
+
+
+def test_with_checkpoint_success_keeps_the_checkpoint_and_keep_false_deletes_it(ws):
+    with ws.checkpoint(name="kept") as kept:
+        pass
+    assert ws.checkpoints.get("kept").id == kept.id
+    with ws.checkpoint(name="dropped", keep=False) as dropped:
+        assert ws.checkpoints.get("dropped").id == dropped.id
+    assert [c.id for c in ws.checkpoints.list()] == [kept.id]  # no undo: nothing restored
+
+
+def test_with_checkpoint_chains_a_failed_rollback_to_the_block_exception(ws):
+    scope = ws.checkpoint(name="vanishes")
+    with pytest.raises(Boom) as caught:
+        with scope as cp:
+            ws.checkpoints.delete(cp.id)  # the rollback's restore will find nothing
+            raise Boom("original")
+    assert str(caught.value) == "original"  # the block's exception, not the restore's
+    assert isinstance(scope.rollback_error, NotFoundError)
+    assert caught.value.__context__ is scope.rollback_error
+    assert any("vanishes" in n and "failed" in n for n in getattr(caught.value, "__notes__", []))
+
+
+def test_with_checkpoint_leaves_the_disks_alone_on_keyboard_interrupt(ws):
+    scope = ws.checkpoint(name="interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        with scope:
+            raise KeyboardInterrupt
+    assert scope.restored is None
+    assert [c.kind for c in ws.checkpoints.list()] == ["manual"]  # no before_restore
+
+
+def test_async_with_checkpoint_rolls_back_when_the_block_raises(berthd):
+    async def main():
+        ws = await AsyncWorkspace.create(name=unique("acp"))
+        try:
+            await ws.stop()
+            scope = ws.checkpoint(name="async-before")
+            with pytest.raises(Boom):
+                async with scope as cp:
+                    raise Boom()
+            assert scope.restored is not None and scope.restored.undo is not None
+            kinds = [(c.id, c.kind) for c in await ws.checkpoints.list()]
+            assert kinds == [(scope.restored.undo.id, "before_restore"), (cp.id, "manual")]
+            async with ws.checkpoint(name="async-dropped", keep=False):
+                pass
+            assert len(await ws.checkpoints.list()) == 2
+            assert (await ws.checkpoints.delete("async-before")).id == cp.id
+        finally:
+            await ws.delete()
+            await ws.close()
+
+    asyncio.run(main())

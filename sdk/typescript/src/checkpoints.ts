@@ -1,0 +1,176 @@
+// ws.checkpoints: a workspace's disks kept and brought back (docs/api.md, "Checkpoints"), and
+// ws.checkpoint() / ws.withCheckpoint(): a checkpoint that rolls the workspace back on failure.
+
+import { ApiClient, CallOptions, wsPath } from './client.js';
+import type { WorkspaceInfo, WorkspaceState } from './workspace.js';
+
+// Node before 18.18 and 20.4 has no Symbol.asyncDispose. As TypeScript's 5.2 release notes
+// recommend, define it when missing, before any class below uses it as a method's key; the
+// registered symbol (Symbol.for) is the one other polyfills use, so they agree with this one.
+// Where it exists it is read-only and `??=` never writes it.
+(Symbol as unknown as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for('Symbol.asyncDispose');
+
+/** A checkpoint as berthd returns it; fields as on the wire. */
+export interface Checkpoint {
+  /** `cp_…` */
+  id: string;
+  workspace_id: string;
+  /** Unique in the workspace; the id when none was given. */
+  name: string;
+  /** `before_restore`: the state a restore replaced, kept to undo it. */
+  kind: 'manual' | 'before_restore' | 'rolling';
+  memory: boolean;
+  /** The checkpoint under this one. */
+  parent: string | null;
+  /** The workspace's state when it was taken. */
+  taken_while: WorkspaceState;
+  /** null without memory. */
+  pause_ms: number | null;
+  /** What its layers take on the host. */
+  size_bytes: number;
+  /** Who took it: a key's id, or `system`. */
+  created_by: string;
+  created_at: string;
+}
+
+/** What a restore answers. */
+export interface RestoreResult {
+  /** The workspace on the checkpoint's disks: `running` again when it ran and the restore
+   * waited; else as berthd answered (`starting` or `stopped`). */
+  workspace: WorkspaceInfo;
+  /** The checkpoint of the state the restore replaced (null with `undo: false`). */
+  undo: Checkpoint | null;
+}
+
+export interface RestoreOptions extends CallOptions {
+  /** Checkpoint the state it replaces first, to undo the restore (default true). */
+  undo?: boolean;
+  /** A workspace that ran is booted again: return once it runs (default true). */
+  wait?: boolean;
+  /** How long to wait for it to run (default 300 000 ms). */
+  waitTimeoutMs?: number;
+}
+
+export interface CheckpointScopeOptions extends CallOptions {
+  /** Its name (unique in the workspace; default: its id). */
+  name?: string;
+  /** Keep the checkpoint after a success (default true); false deletes it. */
+  keep?: boolean;
+  /** How long a rollback waits for the workspace to run again (default 300 000 ms). */
+  waitTimeoutMs?: number;
+}
+
+/** What Checkpoints needs of its Workspace (no import cycle at run time). */
+export interface CheckpointHost {
+  readonly id: string;
+  readonly name: string;
+  waitFor(state: WorkspaceState, timeoutMs?: number, signal?: AbortSignal): Promise<WorkspaceInfo>;
+  /** Records what berthd last said about the workspace. */
+  seen(info: WorkspaceInfo): void;
+}
+
+function callOf(o: CallOptions): CallOptions {
+  const c: CallOptions = {};
+  if (o.requestTimeoutMs !== undefined) c.requestTimeoutMs = o.requestTimeoutMs;
+  if (o.signal !== undefined) c.signal = o.signal;
+  return c;
+}
+
+export class Checkpoints {
+  constructor(private readonly client: ApiClient, private readonly host: CheckpointHost) {}
+
+  private path(cp?: string, rest = ''): string {
+    return wsPath(this.host.id, `/checkpoints${cp === undefined ? '' : `/${encodeURIComponent(cp)}`}${rest}`);
+  }
+
+  /** Checkpoints its disks now: running (it keeps running; what its programs wrote is synced
+   * first) or stopped; ConflictError when hibernated. Never sent twice on its own: berthd
+   * takes no Idempotency-Key here, and a second one would be a second checkpoint. */
+  create(options: CallOptions & { name?: string } = {}): Promise<Checkpoint> {
+    const body: Record<string, unknown> = {};
+    if (options.name !== undefined) body.name = options.name;
+    return this.client.json<Checkpoint>({ method: 'POST', path: this.path(), json: body, ...callOf(options) });
+  }
+
+  /** Its checkpoints, newest first. */
+  async list(options: CallOptions = {}): Promise<Checkpoint[]> {
+    const answer = await this.client.json<{ checkpoints: Checkpoint[] }>({ method: 'GET', path: this.path(), ...callOf(options) });
+    return answer.checkpoints;
+  }
+
+  /** A checkpoint by id or name. */
+  get(idOrName: string, options: CallOptions = {}): Promise<Checkpoint> {
+    return this.client.json<Checkpoint>({ method: 'GET', path: this.path(idOrName), ...callOf(options) });
+  }
+
+  /** Deletes a checkpoint (those above it keep what they hold); ConflictError while it is
+   * under the disks of the running workspace. */
+  delete(idOrName: string, options: CallOptions = {}): Promise<Checkpoint> {
+    return this.client.json<Checkpoint>({ method: 'DELETE', path: this.path(idOrName), ...callOf(options) });
+  }
+
+  /** Puts its disks back to the checkpoint. With `undo` (default) the state it replaces is
+   * checkpointed first (`undo`, kind `before_restore`). A running workspace is stopped,
+   * restored and started again; with `wait` (default) this returns once it runs. */
+  async restore(idOrName: string, options: RestoreOptions = {}): Promise<RestoreResult> {
+    const result = await this.client.json<RestoreResult>({
+      method: 'POST', path: this.path(idOrName, '/restore'), json: { undo: options.undo ?? true },
+      // berthd answers when the disks are restored, after the stop of a running one.
+      requestTimeoutMs: options.requestTimeoutMs ?? Math.max(this.client.requestTimeoutMs, 300_000),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    this.host.seen(result.workspace);
+    if (options.wait !== false && (result.workspace.state === 'starting' || result.workspace.state === 'creating')) {
+      result.workspace = await this.host.waitFor('running', options.waitTimeoutMs, options.signal);
+    }
+    return result;
+  }
+}
+
+/**
+ * A checkpoint as a transaction (ws.checkpoint()): disposing of it rolls the workspace back to
+ * the checkpoint unless commit() was called first, the pattern of a database transaction,
+ * since `await using` cannot tell whether its block threw:
+ *
+ *     await using tx = await ws.checkpoint();
+ *     await risky(ws);
+ *     await tx.commit();          // not reached on a throw: disposal restores the checkpoint
+ *
+ * A rollback restores with `undo: true` (the failed state is kept as a `before_restore`
+ * checkpoint) and waits until a workspace that ran runs again. If the block threw and the
+ * rollback fails too, JavaScript reports both as a SuppressedError (`error`: the rollback's,
+ * `suppressed`: the block's); ws.withCheckpoint() rethrows the block's error instead.
+ */
+export class CheckpointTransaction implements AsyncDisposable {
+  private done = false;
+  /** The restore's answer, after a rollback. */
+  restored: RestoreResult | null = null;
+
+  constructor(private readonly checkpoints: Checkpoints, readonly checkpoint: Checkpoint,
+              private readonly options: CheckpointScopeOptions) {}
+
+  /** Whether commit() or rollback() has settled it. */
+  get settled(): boolean { return this.done; }
+
+  /** The block succeeded: disposal leaves the disks alone; with `keep: false` the checkpoint
+   * is deleted now. */
+  async commit(): Promise<void> {
+    if (this.done) return;
+    this.done = true;
+    if (this.options.keep === false) await this.checkpoints.delete(this.checkpoint.id, callOf(this.options));
+  }
+
+  /** Restores the checkpoint now (what disposal does without a commit). */
+  async rollback(): Promise<RestoreResult> {
+    if (this.done && this.restored) return this.restored;
+    this.done = true;
+    const restore: RestoreOptions = { ...callOf(this.options), undo: true, wait: true };
+    if (this.options.waitTimeoutMs !== undefined) restore.waitTimeoutMs = this.options.waitTimeoutMs;
+    this.restored = await this.checkpoints.restore(this.checkpoint.id, restore);
+    return this.restored;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.done) await this.rollback();
+  }
+}

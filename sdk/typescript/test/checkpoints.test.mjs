@@ -1,0 +1,174 @@
+// ws.checkpoints, ws.checkpoint() (a transaction that rolls back unless committed) and
+// ws.withCheckpoint() against a real berthd on --transport unix (test/harness.mjs). libvirt's
+// test driver cannot snapshot a running domain's disks (berthd answers a 500 naming libvirt),
+// so checkpoints are taken of STOPPED workspaces; a restore into a running one (stopped,
+// restored, started again) works on it and is what proves the wait. That the disks really come
+// back is for the e2e test on a real VM. Node 20 cannot parse `await using`: one test runs it as
+// TypeScript compiles it (ts.transpileModule, target ES2022: TypeScript's own disposal helper),
+// the others dispose as it would, `try { ... } finally { await tx[Symbol.asyncDispose](); }`.
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, afterEach, test } from 'node:test';
+import ts from 'typescript';
+import { startBerthd } from './harness.mjs';
+import { CheckpointTransaction, ConflictError, NotFoundError, Workspace } from '../dist/index.js';
+
+let berthd;
+let conn;
+let ws;
+let n = 0;
+
+class Boom extends Error {}
+
+before(async () => {
+  berthd = await startBerthd();
+  conn = { apiUrl: berthd.url, apiKey: berthd.key };
+});
+
+after(async () => {
+  const exited = await berthd?.stop();
+  assert.deepEqual(exited, { code: 0, signal: null }, 'berthd exited cleanly');
+});
+
+beforeEach(async () => {
+  ws = await Workspace.create({ ...conn, name: `cp-ts-${++n}` });
+  await ws.stop();
+});
+
+afterEach(async () => {
+  await ws?.delete();
+});
+
+test('a transaction is AsyncDisposable: Symbol.asyncDispose names its dispose method', async () => {
+  assert.equal(typeof Symbol.asyncDispose, 'symbol');
+  assert.equal(typeof CheckpointTransaction.prototype[Symbol.asyncDispose], 'function');
+});
+
+// `await using` as TypeScript compiles it for Node 18/20 (its __addDisposableResource helper
+// looks up Symbol.asyncDispose on the transaction).
+const kUsing = `
+export async function failing(ws, Boom) {
+  await using tx = await ws.checkpoint({ name: 'using-fails' });
+  throw new Boom('in the block');
+}
+export async function committed(ws) {
+  await using tx = await ws.checkpoint({ name: 'using-commits' });
+  await tx.commit();
+  return tx;
+}`;
+
+test('await using (compiled by TypeScript) rolls back a block that throws, and not a committed one', async () => {
+  const js = ts.transpileModule(kUsing, {
+    compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
+  }).outputText;
+  assert.match(js, /__disposeResources/);  // really the downlevel helper, not native syntax
+  const using = await import(`data:text/javascript,${encodeURIComponent(js)}`);
+  await assert.rejects(using.failing(ws, Boom), (e) => e instanceof Boom && e.message === 'in the block');
+  assert.deepEqual((await ws.checkpoints.list()).map((c) => c.kind === 'manual' ? c.name : c.kind),
+                   ['before_restore', 'using-fails']);
+  const tx = await using.committed(ws);
+  assert.equal(tx.restored, null);
+  assert.deepEqual((await ws.checkpoints.list()).map((c) => c.kind === 'manual' ? c.name : c.kind),
+                   ['using-commits', 'before_restore', 'using-fails']);
+});
+
+test('create, list, get and delete round trip on a stopped workspace', async () => {
+  assert.deepEqual(await ws.checkpoints.list(), []);
+  const cp = await ws.checkpoints.create({ name: 'first' });
+  assert.match(cp.id, /^cp_/);
+  assert.equal(cp.name, 'first');
+  assert.equal(cp.workspace_id, ws.id);
+  assert.deepEqual([cp.kind, cp.memory, cp.taken_while, cp.pause_ms], ['manual', false, 'stopped', null]);
+  const unnamed = await ws.checkpoints.create();
+  assert.equal(unnamed.name, unnamed.id);
+  assert.deepEqual((await ws.checkpoints.list()).map((c) => c.id), [unnamed.id, cp.id]);  // newest first
+  assert.equal((await ws.checkpoints.get('first')).id, cp.id);
+  assert.equal((await ws.checkpoints.get(cp.id)).name, 'first');
+  await assert.rejects(ws.checkpoints.create({ name: 'first' }), (e) => e instanceof ConflictError && e.code === 'already_exists');
+  assert.equal((await ws.checkpoints.delete('first')).id, cp.id);
+  await assert.rejects(ws.checkpoints.get('first'), NotFoundError);
+  assert.deepEqual((await ws.checkpoints.list()).map((c) => c.id), [unnamed.id]);
+});
+
+test('restore answers the workspace and its before_restore undo checkpoint; undo: false keeps none', async () => {
+  const cp = await ws.checkpoints.create({ name: 'base' });
+  const r = await ws.checkpoints.restore('base');
+  assert.equal(r.workspace.state, 'stopped');
+  assert.equal(r.undo.kind, 'before_restore');
+  assert.deepEqual((await ws.checkpoints.list()).slice(0, 2).map((c) => c.id), [r.undo.id, cp.id]);
+  const count = (await ws.checkpoints.list()).length;
+  assert.equal((await ws.checkpoints.restore(cp.id, { undo: false })).undo, null);
+  assert.equal((await ws.checkpoints.list()).length, count);
+  await assert.rejects(ws.checkpoints.restore('no-such-checkpoint'), NotFoundError);
+});
+
+test('restore of a running workspace waits until it runs again (wait: false answers starting)', async () => {
+  await ws.checkpoints.create({ name: 'stopped-state' });
+  await ws.start();
+  const r = await ws.checkpoints.restore('stopped-state');
+  assert.equal(r.workspace.state, 'running');
+  assert.equal(ws.state, 'running');
+  assert.equal(r.undo.kind, 'before_restore');  // taken after berthd stopped it
+  const quick = await ws.checkpoints.restore('stopped-state', { wait: false });
+  assert.equal(quick.workspace.state, 'starting');
+  await ws.waitFor('running');
+});
+
+test('a transaction disposed of without commit() rolls back, keeping the failed state as undo', async () => {
+  const tx = await ws.checkpoint({ name: 'before-step' });
+  await assert.rejects(async () => {
+    try {
+      throw new Boom('step failed');
+    } finally {
+      await tx[Symbol.asyncDispose]();  // what `await using` does at the block's end
+    }
+  }, Boom);
+  assert.ok(tx.restored?.undo);
+  const kinds = (await ws.checkpoints.list()).map((c) => [c.id, c.kind]);
+  assert.deepEqual(kinds, [[tx.restored.undo.id, 'before_restore'], [tx.checkpoint.id, 'manual']]);
+});
+
+test('a committed transaction leaves the disks alone; keep: false deletes its checkpoint at commit', async () => {
+  const kept = await ws.checkpoint({ name: 'kept' });
+  try {
+    await kept.commit();
+  } finally {
+    await kept[Symbol.asyncDispose]();
+  }
+  assert.equal(kept.restored, null);
+  const dropped = await ws.checkpoint({ name: 'dropped', keep: false });
+  try {
+    assert.equal((await ws.checkpoints.get('dropped')).id, dropped.checkpoint.id);
+    await dropped.commit();
+  } finally {
+    await dropped[Symbol.asyncDispose]();
+  }
+  assert.deepEqual((await ws.checkpoints.list()).map((c) => c.name), ['kept']);  // no undo: nothing restored
+});
+
+test('withCheckpoint restores on a throw and rethrows the same error', async () => {
+  const boom = new Boom('original');
+  let taken;
+  await assert.rejects(ws.withCheckpoint(async (cp) => { taken = cp; throw boom; }, { name: 'wc' }),
+                       (e) => e === boom && e.rollbackError === undefined);
+  const list = await ws.checkpoints.list();
+  assert.deepEqual(list.map((c) => c.kind), ['before_restore', 'manual']);
+  assert.equal(list[1].id, taken.id);
+});
+
+test('withCheckpoint of a running workspace returns once it runs again after the rollback', async () => {
+  await assert.rejects(ws.withCheckpoint(async () => { await ws.start(); throw new Boom(); }), Boom);
+  assert.equal(ws.state, 'running');
+  assert.equal((await ws.info()).state, 'running');
+});
+
+test('withCheckpoint returns the value on success; keep: false deletes the checkpoint', async () => {
+  assert.equal(await ws.withCheckpoint(() => 42, { name: 'ok' }), 42);
+  assert.equal(await ws.withCheckpoint(async () => 'x', { name: 'gone', keep: false }), 'x');
+  assert.deepEqual((await ws.checkpoints.list()).map((c) => c.name), ['ok']);
+});
+
+test('withCheckpoint attaches a failed rollback as rollbackError and rethrows the original', async () => {
+  const boom = new Boom('original');
+  await assert.rejects(ws.withCheckpoint(async (cp) => { await ws.checkpoints.delete(cp.id); throw boom; }),
+                       (e) => e === boom && e.rollbackError instanceof NotFoundError);
+});
