@@ -101,10 +101,11 @@ void AddSyncRoute(http::Router& router, ApiContext& ctx) {
   // Writes every file system's dirty pages to its disk, so that a checkpoint taken of the
   // running disks right after holds what the guest's programs wrote (and did not fsync). Off
   // the I/O thread: sync(2) waits for the disk, seconds when much is dirty.
-  router.Add(http::bhttp::verb::post, "/v1/sync", [&ctx](http::Exchange& ex) -> http::Task<void> {
+  // The pool, not `ctx`: ctx is the caller's local, gone once the routes are added.
+  router.Add(http::bhttp::verb::post, "/v1/sync", [&pool = ctx.blocking](http::Exchange& ex) -> http::Task<void> {
     auto start = std::chrono::steady_clock::now();
     auto flush = [] { ::sync(); };
-    co_await RunBlocking(ctx.blocking, std::move(flush));
+    co_await RunBlocking(pool, std::move(flush));
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     nlohmann::json body = {{"synced", true}, {"took_ms", took.count()}};
     co_await ex.SendJson(http::bhttp::status::ok, body);

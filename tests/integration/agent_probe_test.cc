@@ -96,6 +96,28 @@ TEST_CASE("probe: an honest agent's answer is read, with the boot's token", "[pr
   CHECK(agent.request().find("Authorization: Bearer secret-token") != std::string::npos);
 }
 
+TEST_CASE("sync: berthd's POST /v1/sync carries the token and an empty body, and reads the answer", "[probe]") {
+  testing::TempDir dir("berth-probe");
+  auto path = (dir.path() / "a.sock").string();
+  FakeAgent agent(path, [](int fd) {
+    Write(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 30\r\n\r\n"
+              "{\"synced\": true, \"took_ms\": 3}");
+  });
+  asio::io_context io;
+  AgentLink link;
+  link.endpoint.kind = Endpoint::Kind::kUnix;
+  link.endpoint.path = path;
+  link.token = "secret-token";
+  auto done = asio::co_spawn(io, SyncGuest(link, std::chrono::seconds(5)), asio::use_future);
+  io.run();
+  auto answer = done.get();
+  REQUIRE(answer.has_value());
+  CHECK((*answer)["synced"] == true);
+  CHECK(agent.request().find("POST /v1/sync HTTP/1.1") == 0);
+  CHECK(agent.request().find("Authorization: Bearer secret-token") != std::string::npos);
+  CHECK(agent.request().find("Content-Length: 0") != std::string::npos);
+}
+
 TEST_CASE("probe: an agent that drips its answer ends at the one deadline, not per read", "[probe]") {
   testing::TempDir dir("berth-probe");
   auto path = (dir.path() / "a.sock").string();
