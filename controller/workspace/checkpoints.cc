@@ -115,6 +115,23 @@ nlohmann::json EventData(const store::Checkpoint& c) {
   return {{"checkpoint", c.id}, {"name", c.name}, {"kind", c.kind}, {"memory", c.memory}};
 }
 
+// What taking checkpoint `c` of `ws` commits: the record on the generation above it, the row
+// ready, and the event's data.
+struct Taken {
+  Workspace ws;
+  store::DiskChange change;
+  nlohmann::json data;
+};
+Taken TakenOf(Workspace ws, const store::Checkpoint& c, int64_t now) {
+  ws.disk_gen = c.gen + 1;
+  ws.disk_parent = c.id;
+  ws.updated_at = now;
+  Taken t{std::move(ws), {}, EventData(c)};
+  t.change.ready.push_back(c.id);
+  t.data["taken_while"] = c.taken_while;
+  return t;
+}
+
 }  // namespace
 
 // --- queued with a result -------------------------------------------------------------------
@@ -339,16 +356,9 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
     }
   }
 
-  ws = a->record();
-  ws.disk_gen = next;
-  ws.disk_parent = c.id;
-  ws.updated_at = Now();
-  store::DiskChange change;
-  change.ready.push_back(c.id);
-  auto data = EventData(c);
-  data["taken_while"] = c.taken_while;
-  if (auto s = CommitDisks(*a, ws, change, "checkpoint", fmt::format("checkpoint {} taken (disk)", Describe(c)),
-                           data, by);
+  auto taken = TakenOf(a->record(), c, Now());
+  if (auto s = CommitDisks(*a, taken.ws, taken.change, "checkpoint",
+                           fmt::format("checkpoint {} taken (disk)", Describe(c)), taken.data, by);
       !s) {
     if (running) {
       // The VM already writes the new layers: the row stays "taking", and the next start-up's
@@ -588,22 +598,15 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
         continue;
       }
       if (c.gen == ws.disk_gen && root_now == layout.root_disk(c.gen + 1).string()) {
-        Workspace moved = ws;
-        moved.disk_gen = c.gen + 1;
-        moved.disk_parent = c.id;
-        moved.updated_at = Now();
-        store::DiskChange change;
-        change.ready.push_back(c.id);
-        auto data = EventData(c);
-        data["taken_while"] = c.taken_while;
-        data["state"] = std::string(StateName(ws.state));
+        auto taken = TakenOf(ws, c, Now());
+        taken.data["state"] = std::string(StateName(ws.state));
         store::NewEvent line{Now(), "checkpoint",
-                             fmt::format("checkpoint {} taken (disk; finished at berthd's start)", Describe(c)), data,
-                             std::string(store::kSystemActor)};
-        auto added = store_.CommitDisks(moved, change, line);
+                             fmt::format("checkpoint {} taken (disk; finished at berthd's start)", Describe(c)),
+                             taken.data, std::string(store::kSystemActor)};
+        auto added = store_.CommitDisks(taken.ws, taken.change, line);
         if (added) {
           spdlog::info("workspace {}: checkpoint {} was on its disks; finished", ws.id, c.id);
-          ws = moved;
+          ws = taken.ws;
           owned.insert(c.gen);
         } else {
           spdlog::error("workspace {}: finishing checkpoint {}: {}", ws.id, c.id, added.error().message);
