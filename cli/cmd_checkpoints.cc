@@ -1,8 +1,8 @@
 // Checkpoints (docs/api.md, "Checkpoints"): `berth checkpoint WS` takes one and prints its id
 // alone on stdout, so that `cp=$(berth checkpoint ws)` works; `berth checkpoints WS` lists a
 // workspace's checkpoints and deletes them; `berth restore WS CP` brings the disks back to one
-// and says how to undo it. berthd checkpoints only a stopped workspace today; its 409 says so
-// and is exit 6 (conflict).
+// and says how to undo it. berthd checkpoints a running or stopped workspace; a hibernated
+// one is its 409, exit 6 (conflict).
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -125,7 +125,7 @@ Result<int> Restore(Context& ctx, const RestoreOptions& o) {
 
 void AddCheckpointCommands(Builder& b) {
   auto t = std::make_shared<CheckpointOptions>();
-  auto* take = b.Add("checkpoint", "checkpoint a stopped workspace's disks and print the checkpoint's id",
+  auto* take = b.Add("checkpoint", "checkpoint a workspace's disks (running or stopped) and print the checkpoint's id",
                      [t](Context& ctx) { return Take(ctx, *t); });
   take->add_option("workspace", t->workspace, "workspace id or name")->required();
   take->add_option("--name", t->name, "a name unique in the workspace (default: the id)");

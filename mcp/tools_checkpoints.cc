@@ -1,6 +1,6 @@
 // checkpoint_create, checkpoint_list, checkpoint_restore: a workspace's disk checkpoints
 // (docs/api.md, "Checkpoints"), so that an agent can try something risky and go back. berthd
-// checkpoints only a stopped workspace today; its refusal says to stop it.
+// checkpoints a running or stopped workspace; its refusal of a hibernated one says what to do.
 #include <fmt/format.h>
 
 #include "common/v1/time.h"
@@ -83,9 +83,9 @@ std::vector<Tool> CheckpointTools() {
   create["name"] = schema::String("A name unique in the workspace (default: the checkpoint's id).");
   tools.push_back(Tool{
       "checkpoint_create", "Checkpoint a workspace's disks",
-      "Checkpoint a stopped workspace's disks (every file in it) so that checkpoint_restore can "
-      "bring them back later, e.g. before something risky. Only a stopped workspace can be "
-      "checkpointed: call workspace_stop first. Answers the checkpoint's id.",
+      "Checkpoint a workspace's disks (every file in it) so that checkpoint_restore can bring "
+      "them back later, e.g. before something risky. A running workspace keeps running (its "
+      "programs' unsaved memory is not kept, what they wrote is). Answers the checkpoint's id.",
       schema::Object(create), Mutating(false, false), Create});
 
   json list = json::object();
