@@ -117,6 +117,29 @@ def check_private_files(data, ids):
     return uids
 
 
+def top_layers(d, ws):
+    """The files the domain's disks are on (vda, vdb), by libvirt: the live ones while it
+    runs, else its definition's."""
+    out = virsh("domblklist", f"berth-{ws}").stdout
+    files = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("vda", "vdb"):
+            files[parts[0]] = parts[1]
+    check(set(files) == {"vda", "vdb"} and all(os.path.dirname(f) == d for f in files.values()),
+          f"the disks of berth-{ws}: {out}")
+    return os.path.basename(files["vda"]), os.path.basename(files["vdb"])
+
+
+def check_layers(d, frozen, tops, uid):
+    """Frozen layers root's (0440 with the uid's ACL entry), the tops the uid's alone."""
+    for names, owner, mode in ((frozen, 0, 0o440), (tops, uid, 0o600)):
+        for name in names:
+            st = os.lstat(os.path.join(d, name))
+            check((st.st_uid, st.st_mode & 0o7777) == (owner, mode),
+                  f"{name}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}, not {owner} {oct(mode)}")
+
+
 def main():
     if os.geteuid() != 0:
         print(f"SKIP {T}: needs root")
@@ -265,7 +288,9 @@ def main():
         api.wait(a, "stopped", 300)
         check(virsh("domstate", f"berth-{a}").stdout.strip() == "shut off", "the VM still runs")
         # A checkpoint of the stopped workspace: its disks become frozen layers, and it boots on
-        # new tops over them.
+        # new tops over them. (The SDK's checks above left a checkpoint of their own under them.)
+        d = os.path.join(data, "workspaces", a)
+        before = top_layers(d, a)
         t0 = time.monotonic()
         cp = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "with-note"})
         figures["disk_checkpoint_stopped_s"] = round(time.monotonic() - t0, 2)
@@ -279,14 +304,11 @@ def main():
         log(f"cold start {figures['cold_start_s']} s on the checkpoint's new layers; note and tree survived")
         # Its QEMU reads the frozen layers (root's, through an ACL entry for its uid alone) and
         # writes only the new tops.
-        d = os.path.join(data, "workspaces", a)
         uid = process_uids(f"guest=berth-{a},")[0][0]
-        for name, owner, mode in (("root.qcow2", 0, 0o440), ("data.qcow2", 0, 0o440),
-                                  ("root.g1.qcow2", uid, 0o600), ("data.g1.qcow2", uid, 0o600)):
-            st = os.lstat(os.path.join(d, name))
-            check((st.st_uid, st.st_mode & 0o7777) == (owner, mode),
-                  f"{name}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}")
-        frozen = os.path.join(d, "root.qcow2")
+        tops = top_layers(d, a)
+        check(tops != before, f"the checkpoint left the disks on {tops}")
+        check_layers(d, ("root.qcow2", "data.qcow2") + before, tops, uid)
+        frozen = os.path.join(d, before[0])
         r = run_as(uid, "sh", "-c", f"head -c 4 {frozen} > /dev/null")
         check(r.returncode == 0, f"the workspace uid cannot read its frozen layer: {r.stderr}")
         r = run_as(uid, "sh", "-c", f"printf x >> {frozen}")
@@ -309,14 +331,9 @@ def main():
         check(api.ok("GET", f"/v1/workspaces/{a}")["state"] == "running", "not running after its checkpoint")
         r = api.exec(a, "cat /proc/sys/kernel/random/boot_id; echo after > /workspace/after && sync")
         check(r["exit_code"] == 0 and r["stdout"].startswith(boot_id), f"after the running checkpoint: {r}")
-        blk = virsh("domblklist", f"berth-{a}").stdout
-        check(os.path.join(d, "root.g2.qcow2") in blk and os.path.join(d, "data.g2.qcow2") in blk,
-              f"the VM's disks did not move: {blk}")
-        for name, owner, mode in (("root.g1.qcow2", 0, 0o440), ("data.g1.qcow2", 0, 0o440),
-                                  ("root.g2.qcow2", uid, 0o600), ("data.g2.qcow2", uid, 0o600)):
-            st = os.lstat(os.path.join(d, name))
-            check((st.st_uid, st.st_mode & 0o7777) == (owner, mode),
-                  f"{name}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)}")
+        moved = top_layers(d, a)
+        check(moved != tops and all(n.endswith(".qcow2") for n in moved), f"the VM's disks did not move: {moved}")
+        check_layers(d, tops, moved, uid)
         log(f"checkpointed the running workspace in {figures['disk_checkpoint_running_s']} s, same boot; "
             "its QEMU writes the new layers")
 
@@ -339,7 +356,7 @@ def main():
               and "after" not in r["stdout"].split(), f"after the restore and wake: {r}")
         check("woken" in api.events(a) and "restored" in api.events(a), f"events: {api.events(a)}")
         names = [c["name"] for c in api.ok("GET", f"/v1/workspaces/{a}/checkpoints")["checkpoints"]]
-        check(names == [restored["undo"]["id"], "live", "with-note"], f"checkpoints: {names}")
+        check(names == [restored["undo"]["id"], "live", "with-note", "sdk-rollback"], f"checkpoints: {names}")
         log(f"idle stop; restored the running checkpoint in {figures['disk_restore_stopped_s']} s (the "
             "unsynced file there, the later one gone); an exec woke it")
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 3600})
