@@ -586,11 +586,14 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
       continue;
     }
     Layout layout = LayoutFor(ws.id);
-    // Where the domain's disks are: a running VM's checkpoint cut short after the hypervisor
-    // moved them is finished, not dropped. Unknown (no domain, libvirt unreachable): as
-    // recorded.
+    // Where the domain's disks are, asked only when a row was cut short: a running VM's
+    // checkpoint cut short after the hypervisor moved them is finished, not dropped. Unknown
+    // (no domain, libvirt unreachable): as recorded.
     std::string root_now;
-    if (auto on = hypervisor_.DiskSources(ws.DomainName()); on && on->contains("vda")) root_now = on->at("vda");
+    bool cut_short = std::any_of(rows->begin(), rows->end(), [](const auto& c) { return c.state != "ready"; });
+    if (cut_short) {
+      if (auto on = hypervisor_.DiskSources(ws.DomainName()); on && on->contains("vda")) root_now = on->at("vda");
+    }
     std::set<int64_t> owned = {ws.disk_gen};
     for (const auto& c : *rows) {
       if (c.state == "ready") {
