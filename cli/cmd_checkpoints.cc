@@ -1,8 +1,9 @@
 // Checkpoints (docs/api.md, "Checkpoints"): `berth checkpoint WS` takes one and prints its id
 // alone on stdout, so that `cp=$(berth checkpoint ws)` works; `berth checkpoints WS` lists a
-// workspace's checkpoints and deletes them; `berth restore WS CP` brings the disks back to one
-// and says how to undo it. berthd checkpoints a running or stopped workspace; a hibernated
-// one is its 409, exit 6 (conflict).
+// workspace's checkpoints and deletes them; `berth restore WS CP` brings the disks (and, for a
+// checkpoint with memory, the running programs) back to one and says how to undo it. berthd
+// checkpoints a running or stopped workspace's disks, and a running one's memory too with
+// --memory; a hibernated one, or --memory of a stopped one, is its 409, exit 6 (conflict).
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -19,6 +20,7 @@ constexpr std::chrono::seconds kCallTimeout{120};
 struct CheckpointOptions {
   std::string workspace;
   std::string name;  // empty: berthd names it by its id
+  bool memory = false;  // the guest's memory too (running workspaces only)
 };
 
 struct CheckpointsOptions {
@@ -40,6 +42,7 @@ std::string Describe(const v1::Checkpoint& c) {
 Result<int> Take(Context& ctx, const CheckpointOptions& o) {
   v1::CreateCheckpoint request;
   if (!o.name.empty()) request.name = o.name;
+  request.memory = o.memory;
   auto berth = ctx.Berth();
   if (!berth) return Fail(berth.error());
   auto taken = berth->CreateCheckpoint(o.workspace, request, DeadlineIn(kCallTimeout));
@@ -51,9 +54,9 @@ Result<int> Take(Context& ctx, const CheckpointOptions& o) {
   // The id alone on stdout; what it is for people on stderr.
   ctx.out() << taken->id << "\n";
   ctx.out().flush();
-  ctx.Note(fmt::format("checkpoint {} of {} ({}); restore it with: berth restore {} {}",
-                       Describe(*taken), o.workspace, FormatBytes(static_cast<uint64_t>(taken->size_bytes)),
-                       o.workspace, taken->id));
+  ctx.Note(fmt::format("checkpoint {} of {} ({}, {}); restore it with: berth restore {} {}", Describe(*taken),
+                       o.workspace, CheckpointContents(*taken),
+                       FormatBytes(static_cast<uint64_t>(taken->size_bytes)), o.workspace, taken->id));
   return kExitOk;
 }
 
@@ -86,9 +89,9 @@ Result<int> List(Context& ctx, const CheckpointsOptions& o) {
     ctx.PrintJson(v1::CheckpointListJson(*listed));
     return kExitOk;
   }
-  Table table({"NAME", "ID", "KIND", "SIZE", "CREATED", "PARENT"});
+  Table table({"NAME", "ID", "KIND", "SAVED", "SIZE", "CREATED", "PARENT"});
   for (const auto& c : *listed) {
-    table.AddRow({c.name, c.id, c.kind, FormatBytes(static_cast<uint64_t>(c.size_bytes)),
+    table.AddRow({c.name, c.id, c.kind, CheckpointContents(c), FormatBytes(static_cast<uint64_t>(c.size_bytes)),
                   FormatAge(c.created_at, ctx.now()) + " ago", c.parent.value_or("-")});
   }
   ctx.out() << table.Render();
@@ -125,10 +128,15 @@ Result<int> Restore(Context& ctx, const RestoreOptions& o) {
 
 void AddCheckpointCommands(Builder& b) {
   auto t = std::make_shared<CheckpointOptions>();
-  auto* take = b.Add("checkpoint", "checkpoint a workspace's disks (running or stopped) and print the checkpoint's id",
+  auto* take = b.Add("checkpoint",
+                     "checkpoint a workspace's disks (running or stopped), and with --memory its running "
+                     "programs, and print the checkpoint's id",
                      [t](Context& ctx) { return Take(ctx, *t); });
   take->add_option("workspace", t->workspace, "workspace id or name")->required();
   take->add_option("--name", t->name, "a name unique in the workspace (default: the id)");
+  take->add_flag("--memory", t->memory,
+                 "also save the guest's memory, so that a restore resumes its programs instead of "
+                 "booting (running workspaces only; the guest pauses briefly)");
   b.AddJsonFlag(take);
 
   auto l = std::make_shared<CheckpointsOptions>();
@@ -140,8 +148,9 @@ void AddCheckpointCommands(Builder& b) {
 
   auto r = std::make_shared<RestoreOptions>();
   auto* restore = b.Add("restore",
-                        "bring a workspace's disks back to a checkpoint (first checkpointing "
-                        "what they hold, so that it can be undone)",
+                        "bring a workspace's disks back to a checkpoint, and its running programs "
+                        "when it has memory (first checkpointing what it holds, so that it can be "
+                        "undone)",
                         [r](Context& ctx) { return Restore(ctx, *r); });
   restore->add_option("workspace", r->workspace, "workspace id or name")->required();
   restore->add_option("checkpoint", r->checkpoint, "checkpoint id or name")->required();

@@ -117,6 +117,12 @@ std::string StateLine(const v1::Workspace& ws) {
   return fmt::format("{} ({}): {}", ws.name, ws.id, v1::StateName(ws.state));
 }
 
+std::string CheckpointContents(const v1::Checkpoint& c) {
+  if (!c.memory) return "disks";
+  if (!c.pause_ms) return "memory";
+  return fmt::format("memory (paused {} ms)", *c.pause_ms);
+}
+
 std::string FormatWorkspace(const v1::Workspace& ws, std::chrono::system_clock::time_point now) {
   using std::chrono::seconds;
   std::vector<std::pair<std::string, std::string>> lines;

@@ -14,6 +14,7 @@
 
 #include "common/duration.h"
 #include "common/error.h"
+#include "common/v1/checkpoint.h"
 #include "common/v1/workspace.h"
 
 namespace berth::cli {
@@ -59,5 +60,10 @@ std::vector<std::string> WorkspaceRow(const v1::Workspace& ws,
 std::vector<std::string> WorkspaceHeader();
 // A short line for an action's result: "api-server (ws_…): stopping".
 std::string StateLine(const v1::Workspace& ws);
+
+// What a checkpoint holds, for `berth checkpoint` and `berth checkpoints`: "disks", or
+// "memory (paused 312 ms)" for one with the guest's memory too (the pause as berthd measured
+// it; "memory" alone when berthd gave none).
+std::string CheckpointContents(const v1::Checkpoint& c);
 
 }  // namespace berth::cli

@@ -593,13 +593,15 @@ Result<v1::Preview> FakeBackend::CreatePreview(std::string_view ws,
   return preview;
 }
 
-v1::Checkpoint FakeBackend::CheckpointLocked(Space& space, std::string name, std::string kind) {
+v1::Checkpoint FakeBackend::CheckpointLocked(Space& space, std::string name, std::string kind, bool memory) {
   int n = next_checkpoint_++;
   v1::Checkpoint c;
   c.id = fmt::format("cp_fake{}", n);
   c.workspace_id = space.ws.id;
   c.name = name.empty() ? c.id : std::move(name);
   c.kind = std::move(kind);
+  c.memory = memory;
+  if (memory) c.pause_ms = kFakePauseMs;
   c.parent = space.disk_parent;
   c.taken_while = std::string(v1::StateName(space.ws.state));
   c.size_bytes = 4096;
@@ -626,11 +628,14 @@ Result<v1::Checkpoint> FakeBackend::CreateCheckpoint(std::string_view ws,
   if (auto s = EnterLocked("CreateCheckpoint", deadline); !s) return Fail(s.error());
   auto space = FindLocked(ws);
   if (!space) return Fail(space.error());
-  if (request.memory) {
-    return Fail(ErrorCode::kFailedPrecondition, "checkpoints with memory are not available yet");
-  }
-  // As berthd: a running or stopped workspace's disks.
+  // As berthd: a running or stopped workspace's disks; the memory of a running one only.
   const v1::Workspace& w = (*space)->ws;
+  if (request.memory && w.state == State::kStopped) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("workspace '{}' is stopped: it has no memory to checkpoint; take a checkpoint of its "
+                            "disks (\"memory\": false), or start it first",
+                            w.name));
+  }
   if (w.state != State::kStopped && w.state != State::kRunning) {
     return Fail(ErrorCode::kFailedPrecondition,
                 fmt::format("cannot checkpoint workspace '{}' while it is {}: wake it (or stop it) first", w.name,
@@ -642,7 +647,7 @@ Result<v1::Checkpoint> FakeBackend::CreateCheckpoint(std::string_view ws,
       return Fail(ErrorCode::kAlreadyExists, fmt::format("a checkpoint named '{}' exists", name));
     }
   }
-  return CheckpointLocked(**space, std::move(name), "manual");
+  return CheckpointLocked(**space, std::move(name), "manual", request.memory);
 }
 
 Result<std::vector<v1::Checkpoint>> FakeBackend::ListCheckpoints(std::string_view ws, Deadline deadline) {
@@ -667,12 +672,25 @@ Result<client::CheckpointRestore> FakeBackend::RestoreCheckpoint(std::string_vie
   if (target == list.end()) {
     return Fail(ErrorCode::kNotFound, fmt::format("no checkpoint '{}' in this workspace", cp));
   }
-  if (auto s = Stopped((*space)->ws, "restore"); !s) return Fail(s.error());
+  // As berthd for a checkpoint with memory: a running workspace's undo keeps its memory too,
+  // and either way it ends starting (WaitForState finds it running, its programs resumed).
+  // A checkpoint of disks only is restored into a stopped workspace here.
+  v1::Workspace& w = (*space)->ws;
+  const bool memory = target->memory;
+  if (memory && w.state != State::kStopped && w.state != State::kRunning) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("cannot restore workspace '{}' while it is {}: start or stop it first", w.name,
+                            v1::StateName(w.state)));
+  }
+  if (!memory) {
+    if (auto s = Stopped(w, "restore"); !s) return Fail(s.error());
+  }
   std::string target_id = target->id;  // the undo's push_back may move the list
   client::CheckpointRestore out;
-  if (request.undo) out.undo = CheckpointLocked(**space, "", "before_restore");
+  if (request.undo) out.undo = CheckpointLocked(**space, "", "before_restore", memory && w.state == State::kRunning);
   (*space)->disk_parent = target_id;
-  out.workspace = (*space)->ws;
+  if (memory) w.state = State::kStarting;
+  out.workspace = w;
   return out;
 }
 

@@ -19,6 +19,10 @@ namespace berth::mcp {
 
 class FakeBackend : public Backend {
  public:
+  // How long the guest "paused" for each checkpoint with memory: a fixed value, so that tests
+  // can look for it in what the tools say.
+  static constexpr int64_t kFakePauseMs = 312;
+
   FakeBackend();
 
   Result<v1::Me> WhoAmI(Deadline deadline) override;
@@ -71,9 +75,12 @@ class FakeBackend : public Backend {
   // token and link for a private one, 24 h by default), created at 1'700'000'000.
   Result<v1::Preview> CreatePreview(std::string_view ws, const v1::CreatePreview& request,
                                     Deadline deadline) override;
-  // Checkpoints as berthd keeps them, of a stopped workspace only (failed_precondition with
-  // berthd's words otherwise): ids cp_fake1, cp_fake2, ..., 4096 bytes each, created at
-  // 1'700'000'000 plus their number; a restore with undo takes a "before_restore" one first.
+  // Checkpoints as berthd keeps them, of a running or stopped workspace, with memory of a
+  // running one only (failed_precondition with berthd's words otherwise): ids cp_fake1,
+  // cp_fake2, ..., 4096 bytes each, created at 1'700'000'000 plus their number, pause_ms
+  // kFakePauseMs with memory. A restore with undo takes a "before_restore" one first; one of a
+  // disk checkpoint wants a stopped workspace; one of a checkpoint with memory takes a running
+  // or stopped one, keeps a running one's memory in its undo, and leaves it starting.
   Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
                                           Deadline deadline) override;
   Result<std::vector<v1::Checkpoint>> ListCheckpoints(std::string_view ws, Deadline deadline) override;
@@ -155,8 +162,8 @@ class FakeBackend : public Backend {
     std::vector<v1::Checkpoint> checkpoints;  // oldest first
     std::optional<std::string> disk_parent;   // the checkpoint the disks stand on
   };
-  // A new checkpoint of the space's disks, which then stand on it. Under mutex_.
-  v1::Checkpoint CheckpointLocked(Space& space, std::string name, std::string kind);
+  // A new checkpoint of the space's disks (and memory), which then stand on it. Under mutex_.
+  v1::Checkpoint CheckpointLocked(Space& space, std::string name, std::string kind, bool memory);
   // Records the call and returns its canned failure, if any. Under mutex_.
   Status EnterLocked(const std::string& method, Deadline deadline);
   Result<Space*> FindLocked(std::string_view ws);

@@ -1,6 +1,8 @@
-// checkpoint_create, checkpoint_list, checkpoint_restore: a workspace's disk checkpoints
-// (docs/api.md, "Checkpoints"), so that an agent can try something risky and go back. berthd
-// checkpoints a running or stopped workspace; its refusal of a hibernated one says what to do.
+// checkpoint_create, checkpoint_list, checkpoint_restore: a workspace's checkpoints (docs/api.md,
+// "Checkpoints"), so that an agent can try something risky and go back. berthd checkpoints a
+// running or stopped workspace's disks, and a running one's memory too (memory=true: a restore
+// then resumes its programs instead of booting); its refusals (a hibernated workspace, memory of
+// a stopped one) say what to do.
 #include <fmt/format.h>
 
 #include "common/v1/time.h"
@@ -16,10 +18,13 @@ std::string Arg(const json& args, const char* key) {
   return it != args.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// "cp_… 'name' (manual, 1.5 MiB, 2026-12-03T16:00:00Z)"; the name only when it is not the id.
+// "cp_… 'name' (manual, disks, 4096 bytes, 2026-12-03T16:00:00Z)", or "(manual, memory, paused
+// 312 ms, ...)" for one with memory; the name only when it is not the id.
 std::string Line(const v1::Checkpoint& c) {
   std::string name = c.name.empty() || c.name == c.id ? std::string() : fmt::format(" '{}'", c.name);
-  return fmt::format("{}{} ({}, {} bytes, {})", c.id, name, c.kind, c.size_bytes, v1::FormatTime(c.created_at));
+  std::string holds = !c.memory ? "disks" : c.pause_ms ? fmt::format("memory, paused {} ms", *c.pause_ms) : "memory";
+  return fmt::format("{}{} ({}, {}, {} bytes, {})", c.id, name, c.kind, holds, c.size_bytes,
+                     v1::FormatTime(c.created_at));
 }
 
 Result<ToolResult> Create(ToolContext& ctx, const json& args) {
@@ -27,12 +32,13 @@ Result<ToolResult> Create(ToolContext& ctx, const json& args) {
   if (!ws) return Fail(ws.error());
   v1::CreateCheckpoint request;
   if (std::string name = Arg(args, "name"); !name.empty()) request.name = name;
+  if (auto it = args.find("memory"); it != args.end() && it->is_boolean()) request.memory = it->get<bool>();
   auto taken = ctx.backend().CreateCheckpoint(*ws, request, ToolContext::CallDeadline());
   if (!taken) return Fail(taken.error());
   return ToolResult::Text(
-      fmt::format("Checkpoint {} of workspace {}. checkpoint_restore with checkpoint={} brings its "
-                  "disks back to this.",
-                  Line(*taken), *ws, taken->id),
+      fmt::format("Checkpoint {} of workspace {}. checkpoint_restore with checkpoint={} brings {} back to this.",
+                  Line(*taken), *ws, taken->id,
+                  taken->memory ? "its disks and its running programs" : "its disks"),
       v1::ToJson(*taken));
 }
 
@@ -81,29 +87,38 @@ std::vector<Tool> CheckpointTools() {
   json create = json::object();
   create["workspace"] = schema::WorkspaceArg();
   create["name"] = schema::String("A name unique in the workspace (default: the checkpoint's id).");
+  create["memory"] = schema::Boolean(
+      "Also save the running programs' memory so a restore resumes them; running workspaces only; "
+      "the guest pauses briefly (default false: the disks only).");
   tools.push_back(Tool{
-      "checkpoint_create", "Checkpoint a workspace's disks",
+      "checkpoint_create", "Checkpoint a workspace",
       "Checkpoint a workspace's disks (every file in it) so that checkpoint_restore can bring "
-      "them back later, e.g. before something risky. A running workspace keeps running (its "
-      "programs' unsaved memory is not kept, what they wrote is). Answers the checkpoint's id.",
+      "them back later, e.g. before something risky. A running workspace keeps running. Without "
+      "memory, its programs' memory is not kept (what they wrote is) and a restore boots it; with "
+      "memory=true (running workspaces only) their memory is saved too, the guest paused briefly "
+      "(pause_ms), and a restore resumes them where they were. Answers the checkpoint's id.",
       schema::Object(create), Mutating(false, false), Create});
 
   json list = json::object();
   list["workspace"] = schema::WorkspaceArg();
   tools.push_back(Tool{"checkpoint_list", "List a workspace's checkpoints",
                        "List a workspace's checkpoints, newest first: id, name, kind (manual, or "
-                       "before_restore for a restore's undo), size and when it was taken.",
+                       "before_restore for a restore's undo), whether it holds memory (and how long "
+                       "the guest paused for it), size and when it was taken.",
                        schema::Object(list), ReadOnly(), List});
 
   json restore = json::object();
   restore["workspace"] = schema::WorkspaceArg();
   restore["checkpoint"] = schema::String("The checkpoint to go back to: its id (cp_...) or name.");
   restore["undo"] = schema::Boolean(
-      "First checkpoint the disks as they are, so the restore can be undone (default true).");
+      "First checkpoint the workspace as it is, so the restore can be undone (default true).");
   tools.push_back(Tool{
       "checkpoint_restore", "Restore a workspace to a checkpoint",
-      "Bring a workspace's disks back to a checkpoint: what was written since is gone. "
-      "Unless undo is false, first checkpoints the disks as they are and answers that "
+      "Bring a workspace's disks back to a checkpoint: what was written since is gone. A "
+      "checkpoint with memory also brings back its running programs: the workspace is starting, "
+      "then running with them resumed where they were (not rebooted). A checkpoint of disks only "
+      "boots a workspace that was running. Unless undo is false, first checkpoints the workspace "
+      "as it is (with its memory too when it runs and the checkpoint has memory) and answers that "
       "checkpoint's id; restoring it undoes this.",
       schema::Object(restore, {"checkpoint"}), Mutating(true, false), Restore});
   return tools;

@@ -724,6 +724,13 @@ TEST_CASE("berth checkpoint prints the id alone; checkpoints lists and deletes; 
   CHECK(r.err.find("wake it") != std::string::npos);
   REQUIRE(cli({"stop", "cli-cp", "--wait"}).code == 0);
 
+  // --memory sends "memory": true: of a stopped workspace, berthd's 409 (exit 6) says it has no
+  // memory to checkpoint, which it says of no request without it.
+  r = cli({"checkpoint", "cli-cp", "--memory"});
+  CHECK(r.code == 6);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("no memory to checkpoint") != std::string::npos);
+
   // The id alone on stdout, so that `cp=$(berth checkpoint ws)` works; how to restore on stderr.
   r = cli({"checkpoint", "cli-cp", "--name", "first"});
   REQUIRE(r.code == 0);
@@ -731,24 +738,27 @@ TEST_CASE("berth checkpoint prints the id alone; checkpoints lists and deletes; 
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   std::string first = r.out.substr(0, r.out.size() - 1);
   CHECK(r.err.find("berth restore cli-cp " + first) != std::string::npos);
+  CHECK(r.err.find("(disks, ") != std::string::npos);  // no memory: what it holds is its disks
   r = cli({"checkpoint", "cli-cp", "--name", "first"});
   CHECK(r.code == 6);  // the name is taken
   r = cli({"checkpoint", "cli-cp", "--json"});
   REQUIRE(r.code == 0);
   json second = Json(r);
   CHECK(second["kind"] == "manual");
+  CHECK(second["memory"] == false);
   CHECK(second["parent"] == first);
 
   // checkpoints: newest first, as a table and as JSON.
   r = cli({"checkpoints", "cli-cp"});
   REQUIRE(r.code == 0);
   CHECK(r.out.starts_with("NAME"));
-  for (const char* column : {"ID", "KIND", "SIZE", "CREATED", "PARENT"}) {
+  for (const char* column : {"ID", "KIND", "SAVED", "SIZE", "CREATED", "PARENT"}) {
     CHECK(r.out.find(column) != std::string::npos);
   }
   CHECK(r.out.find("first") != std::string::npos);
   CHECK(r.out.find(first) != std::string::npos);
   CHECK(r.out.find(" ago") != std::string::npos);
+  CHECK(r.out.find("  disks  ") != std::string::npos);
   CHECK(r.out.find(second["id"].get<std::string>()) < r.out.find("first "));
   r = cli({"checkpoints", "cli-cp", "--json"});
   REQUIRE(r.code == 0);

@@ -399,18 +399,22 @@ async function scenario(client, label) {
 // Checkpoints through `berth mcp` (HttpBackend) against berthd's routes (berthd's own /mcp serves
 // them too: tests/integration/berthd_checkpoints_test.cc).
 async function checkpoints(client, label) {
-  await step(`${label}: checkpoint_create refuses a hibernated workspace, then checkpoints it stopped; `
-             + 'checkpoint_list lists it; checkpoint_restore answers the undo checkpoint', async () => {
+  await step(`${label}: checkpoint_create refuses a hibernated workspace, and memory of a stopped one, then `
+             + 'checkpoints it stopped; checkpoint_list lists it; checkpoint_restore answers the undo checkpoint',
+              async () => {
     const ws = `cp-${label}`;
     const made = await api('POST', '/v1/workspaces', { name: ws });
     await api('POST', `/v1/workspaces/${made.id}/wait`, { state: 'running', timeout_s: 60 });
     await call(client, 'workspace_hibernate', { workspace: ws, wait: true });
     await callFails(client, 'checkpoint_create', { workspace: ws }, /failed_precondition.*wake it/);
     await call(client, 'workspace_stop', { workspace: ws, force: true, wait: true });
+    // memory=true reaches berthd, whose 409 says a stopped workspace has no memory to checkpoint.
+    await callFails(client, 'checkpoint_create', { workspace: ws, memory: true }, /failed_precondition.*no memory/);
     const taken = await call(client, 'checkpoint_create', { workspace: ws, name: 'first' });
     const id = taken.structuredContent?.id;
     assert.match(id ?? '', /^cp_/, text(taken));
     assert.equal(taken.structuredContent.name, 'first');
+    assert.equal(taken.structuredContent.memory, false);
     const listed = await call(client, 'checkpoint_list', { workspace: ws });
     assert.deepEqual(listed.structuredContent.checkpoints.map((c) => c.id), [id]);
     const restored = await call(client, 'checkpoint_restore', { workspace: ws, checkpoint: 'first' });

@@ -168,6 +168,22 @@ TEST_CASE("preview refuses a port out of range and a bad duration before calling
   }
 }
 
+TEST_CASE("checkpoint WS --memory --name N") {
+  App app;
+  const CLI::App* cmd = app.Parse({"checkpoint", "dev", "--memory", "--name", "warm"});
+  CHECK(cmd->get_name() == "checkpoint");
+  CHECK(Value<std::string>(cmd, "workspace") == "dev");
+  CHECK(Value<std::string>(cmd, "--name") == "warm");
+  CHECK(Value<bool>(cmd, "--memory"));
+  // Without it, a checkpoint of the disks only.
+  App plain;
+  CHECK_FALSE(Value<bool>(plain.Parse({"checkpoint", "dev"}), "--memory"));
+  // Only `berth checkpoint` takes it: a restore brings memory back when its checkpoint has it.
+  FakeEnv env;
+  App bad;
+  CHECK(bad.Run({"restore", "dev", "cp_1", "--memory"}, env.Get()) == kExitUsage);
+}
+
 TEST_CASE("checkpoint, checkpoints and restore refuse missing arguments before calling berthd") {
   for (std::vector<std::string> args : {std::vector<std::string>{"checkpoint"},
                                         std::vector<std::string>{"checkpoint", "dev", "--name"},

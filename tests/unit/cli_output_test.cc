@@ -93,6 +93,17 @@ TEST_CASE("bytes and KEY=VALUE") {
   CHECK_FALSE(SplitKeyValue("=v", "--env"));
 }
 
+TEST_CASE("what a checkpoint holds: disks, or memory and how long the guest paused") {
+  v1::Checkpoint c;
+  CHECK(CheckpointContents(c) == "disks");
+  c.memory = true;
+  CHECK(CheckpointContents(c) == "memory");  // berthd gave no pause
+  c.pause_ms = 312;
+  CHECK(CheckpointContents(c) == "memory (paused 312 ms)");
+  c.memory = false;  // a pause means nothing without memory
+  CHECK(CheckpointContents(c) == "disks");
+}
+
 TEST_CASE("a workspace, as ls and get show it") {
   auto now = At("2026-11-29T21:45:35Z");
   auto parsed = v1::WorkspaceFromJson(nlohmann::json::parse(R"({

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/protocol/exec.h"
+#include "common/v1/checkpoint.h"
 #include "mcp/fake_backend.h"
 #include "mcp/session.h"
 #include "mcp/tool.h"
@@ -537,6 +538,61 @@ TEST_CASE("checkpoint tools: create, list and restore a stopped workspace; resto
   CHECK(plain["structuredContent"]["undo"].is_null());
   CHECK(Count(f.backend().CallsForTest(), "RestoreCheckpoint(no undo)") == 1);
   CHECK(f.Call("checkpoint_list", {{"workspace", "cp"}})["structuredContent"]["checkpoints"].size() == 3);
+}
+
+TEST_CASE("checkpoint tools: memory=true saves a running workspace's memory, and its restore resumes it "
+          "(starting, then running); of a stopped workspace it is berthd's refusal",
+          "[mcp][tools][checkpoints]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("warm", v1::State::kRunning, {});
+  json made = f.Call("checkpoint_create", {{"workspace", "warm"}, {"name", "mid-build"}, {"memory", true}});
+  INFO(Text(made));
+  REQUIRE_FALSE(IsError(made));
+  CHECK(made["structuredContent"]["memory"] == true);
+  CHECK(made["structuredContent"]["pause_ms"] == FakeBackend::kFakePauseMs);
+  CHECK(made["structuredContent"]["taken_while"] == "running");
+  CHECK(Text(made).find("memory, paused 312 ms") != std::string::npos);
+  CHECK(Text(made).find("its disks and its running programs back") != std::string::npos);
+  // Without memory (or memory=false), the disks only, and no pause.
+  json disks = f.Call("checkpoint_create", {{"workspace", "warm"}, {"memory", false}});
+  REQUIRE_FALSE(IsError(disks));
+  CHECK(disks["structuredContent"]["memory"] == false);
+  CHECK(disks["structuredContent"]["pause_ms"].is_null());
+  CHECK(Text(disks).find("(manual, disks, ") != std::string::npos);
+  json listed = f.Call("checkpoint_list", {{"workspace", "warm"}});
+  CHECK(Text(listed).find("'mid-build' (manual, memory, paused 312 ms, ") != std::string::npos);
+
+  // Restored while it runs: the undo keeps its memory too, and it is starting (its programs
+  // resuming), not stopped.
+  json restored = f.Call("checkpoint_restore", {{"workspace", "warm"}, {"checkpoint", "mid-build"}});
+  INFO(Text(restored));
+  REQUIRE_FALSE(IsError(restored));
+  CHECK(restored["structuredContent"]["workspace"]["state"] == "starting");
+  REQUIRE(restored["structuredContent"]["undo"].is_object());
+  CHECK(restored["structuredContent"]["undo"]["kind"] == "before_restore");
+  CHECK(restored["structuredContent"]["undo"]["memory"] == true);
+  CHECK(Text(restored).find("it is starting") != std::string::npos);
+
+  // Stopped: no memory to checkpoint, in berthd's words (a failed_precondition: HTTP 409).
+  f.backend().AddWorkspaceForTest("cold", v1::State::kStopped, {});
+  json refused = f.Call("checkpoint_create", {{"workspace", "cold"}, {"memory", true}});
+  CHECK(IsError(refused));
+  CHECK(Text(refused).find("failed_precondition") != std::string::npos);
+  CHECK(Text(refused).find("no memory to checkpoint") != std::string::npos);
+  CHECK(f.Call("checkpoint_list", {{"workspace", "cold"}})["structuredContent"]["checkpoints"].empty());
+
+  // Drift guard: every argument of the schema but the workspace is a field of the wire type.
+  const Tool* tool = FindTool("checkpoint_create");
+  REQUIRE(tool);
+  CHECK(tool->input_schema["properties"]["memory"]["type"] == "boolean");
+  json all = json::object();
+  for (const auto& [name, spec] : tool->input_schema["properties"].items()) {
+    if (name != "workspace") all[name] = SampleOf(spec);
+  }
+  auto parsed = v1::CreateCheckpointFromJson(all);
+  INFO(all.dump());
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->memory);
 }
 
 TEST_CASE("checkpoint tools: a hibernated workspace, an unknown checkpoint and a missing argument are errors "

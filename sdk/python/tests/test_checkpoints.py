@@ -2,16 +2,21 @@
 `with ws.checkpoint():`, against berthd on the unix transport. libvirt's test driver cannot
 snapshot a running domain's disks (berthd answers a 500 naming libvirt), so checkpoints are
 taken of STOPPED workspaces here; a restore into a running one (stopped, restored, started)
-works on it, and is what proves the SDK's wait. That the disks really come back is
+works on it, and is what proves the SDK's wait. For the same reason a checkpoint with memory
+(of a running workspace) is not taken here: berthd's refusal of one of a stopped workspace
+shows that memory=True reaches it, and a stand-in server (test_deadlines.Stub) what the SDK
+sends and makes of the answer. That the disks really come back is
 tests/e2e/berthd/sdk_vm_checks.py's to show, on a real VM."""
 
 import asyncio
+import json
 
 import pytest
 
-from berth import (AlreadyExistsError, AsyncWorkspace, Checkpoint, NotFoundError, RestoreResult,
-                   Workspace)
+from berth import (AlreadyExistsError, AsyncWorkspace, Checkpoint, ConflictError, NotFoundError,
+                   RestoreResult, Workspace)
 from conftest import unique
+from test_deadlines import WS, Stub
 
 
 class Boom(Exception):
@@ -152,3 +157,38 @@ def test_async_with_checkpoint_rolls_back_when_the_block_raises(berthd):
             await ws.close()
 
     asyncio.run(main())
+
+
+def test_memory_of_a_stopped_workspace_is_berthds_conflict_and_takes_nothing(ws):
+    with pytest.raises(ConflictError) as e:
+        ws.checkpoints.create(name="warm", memory=True)
+    assert e.value.status == 409 and e.value.code == "failed_precondition"
+    assert "no memory to checkpoint" in e.value.message  # berthd says so only when asked for memory
+    with pytest.raises(ConflictError, match="no memory"):
+        with ws.checkpoint(name="warm-scope", memory=True):
+            pytest.fail("the block runs only once the checkpoint is taken")
+    assert ws.checkpoints.list() == []
+    # memory=False is the default, and a checkpoint of the disks.
+    assert ws.checkpoints.create(memory=False).memory is False
+
+
+def test_memory_true_is_sent_and_the_pause_read_back_from_a_stand_in():
+    taken = {"id": "cp_0123456789abcdef", "workspace_id": WS["id"], "name": "warm",
+             "kind": "manual", "memory": True, "parent": None, "taken_while": "running",
+             "pause_ms": 312, "size_bytes": 1 << 20, "created_by": "key_x",
+             "created_at": "2026-12-04T00:00:00Z"}
+    stub = Stub([(200, {}, WS, 0), (201, {}, taken, 0), (201, {}, taken, 0), (201, {}, taken, 0)])
+    try:
+        ws = Workspace.connect("stub", url=stub.url, api_key="k", request_timeout=10)
+        cp = ws.checkpoints.create(name="warm", memory=True)
+        assert (cp.memory, cp.pause_ms, cp.taken_while) == (True, 312, "running")
+        with ws.checkpoint(memory=True) as scoped:
+            assert scoped.memory
+        ws.checkpoints.create()
+        posts = [(s[1], json.loads(b)) for s, b in zip(stub.seen, stub.bodies) if s[0] == "POST"]
+        path = f"/v1/workspaces/{WS['id']}/checkpoints"
+        assert posts == [(path, {"name": "warm", "memory": True}), (path, {"memory": True}),
+                         (path, {})]  # without memory: the field is not sent, berthd's default
+        ws.close()
+    finally:
+        stub.close()

@@ -1,5 +1,6 @@
-// ws.checkpoints: a workspace's disks kept and brought back (docs/api.md, "Checkpoints"), and
-// ws.checkpoint() / ws.withCheckpoint(): a checkpoint that rolls the workspace back on failure.
+// ws.checkpoints: a workspace's disks, and a running one's memory, kept and brought back
+// (docs/api.md, "Checkpoints"), and ws.checkpoint() / ws.withCheckpoint(): a checkpoint that
+// rolls the workspace back on failure.
 
 import { ApiClient, CallOptions, wsPath } from './client.js';
 import type { WorkspaceInfo, WorkspaceState } from './workspace.js';
@@ -19,14 +20,15 @@ export interface Checkpoint {
   name: string;
   /** `before_restore`: the state a restore replaced, kept to undo it. */
   kind: 'manual' | 'before_restore' | 'rolling';
+  /** It holds the guest's memory too: a restore resumes its programs instead of booting. */
   memory: boolean;
   /** The checkpoint under this one. */
   parent: string | null;
   /** The workspace's state when it was taken. */
   taken_while: WorkspaceState;
-  /** null without memory. */
+  /** How long the guest was paused to save its memory; null without memory. */
   pause_ms: number | null;
-  /** What its layers take on the host. */
+  /** What its layers (and memory) take on the host. */
   size_bytes: number;
   /** Who took it: a key's id, or `system`. */
   created_by: string;
@@ -35,8 +37,8 @@ export interface Checkpoint {
 
 /** What a restore answers. */
 export interface RestoreResult {
-  /** The workspace on the checkpoint's disks: `running` again when it ran and the restore
-   * waited; else as berthd answered (`starting` or `stopped`). */
+  /** The workspace on the checkpoint's disks: `running` again when it ran or the checkpoint
+   * has memory, and the restore waited; else as berthd answered (`starting` or `stopped`). */
   workspace: WorkspaceInfo;
   /** The checkpoint of the state the restore replaced (null with `undo: false`). */
   undo: Checkpoint | null;
@@ -51,9 +53,21 @@ export interface RestoreOptions extends CallOptions {
   waitTimeoutMs?: number;
 }
 
+export interface CreateCheckpointOptions extends CallOptions {
+  /** Its name (unique in the workspace; default: its id). */
+  name?: string;
+  /** Also save the running programs' memory, so that a restore resumes them instead of booting
+   * (default false): running workspaces only (ConflictError when stopped: it has no memory to
+   * checkpoint); the guest pauses briefly (the checkpoint's `pause_ms`). */
+  memory?: boolean;
+}
+
 export interface CheckpointScopeOptions extends CallOptions {
   /** Its name (unique in the workspace; default: its id). */
   name?: string;
+  /** Checkpoint its memory too (a running workspace only): a rollback then resumes its
+   * programs as they were instead of booting it (default false). */
+  memory?: boolean;
   /** Keep the checkpoint after a success (default true); false deletes it. */
   keep?: boolean;
   /** How long a rollback waits for the workspace to run again (default 300 000 ms). */
@@ -84,11 +98,13 @@ export class Checkpoints {
   }
 
   /** Checkpoints its disks now: running (it keeps running; what its programs wrote is synced
-   * first) or stopped; ConflictError when hibernated. Never sent twice on its own: berthd
-   * takes no Idempotency-Key here, and a second one would be a second checkpoint. */
-  create(options: CallOptions & { name?: string } = {}): Promise<Checkpoint> {
+   * first) or stopped; ConflictError when hibernated. With `memory: true`, a running one's
+   * memory too (ConflictError when stopped). Never sent twice on its own: berthd takes no
+   * Idempotency-Key here, and a second one would be a second checkpoint. */
+  create(options: CreateCheckpointOptions = {}): Promise<Checkpoint> {
     const body: Record<string, unknown> = {};
     if (options.name !== undefined) body.name = options.name;
+    if (options.memory) body.memory = true;
     return this.client.json<Checkpoint>({ method: 'POST', path: this.path(), json: body, ...callOf(options) });
   }
 
@@ -104,14 +120,18 @@ export class Checkpoints {
   }
 
   /** Deletes a checkpoint (those above it keep what they hold); ConflictError while it is
-   * under the disks of the running workspace. */
+   * under the disks of the running workspace, or while the workspace is to resume its memory
+   * at its next start. */
   delete(idOrName: string, options: CallOptions = {}): Promise<Checkpoint> {
     return this.client.json<Checkpoint>({ method: 'DELETE', path: this.path(idOrName), ...callOf(options) });
   }
 
   /** Puts its disks back to the checkpoint. With `undo` (default) the state it replaces is
    * checkpointed first (`undo`, kind `before_restore`). A running workspace is stopped,
-   * restored and started again; with `wait` (default) this returns once it runs. */
+   * restored and started again. A checkpoint with memory brings back its running programs
+   * too: the workspace is `starting`, then `running` with them resumed, not rebooted (the undo
+   * of a running one keeps its memory as well). With `wait` (default) this returns once it
+   * runs. */
   async restore(idOrName: string, options: RestoreOptions = {}): Promise<RestoreResult> {
     const result = await this.client.json<RestoreResult>({
       method: 'POST', path: this.path(idOrName, '/restore'), json: { undo: options.undo ?? true },

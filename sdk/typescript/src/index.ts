@@ -18,7 +18,8 @@ export type {
 export { EventFollower, formatSince, kMaxEventPage } from './events.js';
 export type { WorkspaceEvent, EventsOptions } from './events.js';
 export { Checkpoints, CheckpointTransaction } from './checkpoints.js';
-export type { Checkpoint, RestoreResult, RestoreOptions, CheckpointScopeOptions, CheckpointHost } from './checkpoints.js';
+export type { Checkpoint, RestoreResult, RestoreOptions, CheckpointScopeOptions, CheckpointHost,
+              CreateCheckpointOptions } from './checkpoints.js';
 export { Previews } from './previews.js';
 export type { Preview, PreviewOptions } from './previews.js';
 export { ApiClient, kDefaultRequestTimeoutMs, kDefaultStreamIdleTimeoutMs } from './client.js';

@@ -9,7 +9,7 @@ import { Previews } from './previews.js';
 import { Pty } from './pty.js';
 import { Network } from './network.js';
 import { Desktop } from './desktop.js';
-import { Checkpoint, CheckpointScopeOptions, CheckpointTransaction, Checkpoints } from './checkpoints.js';
+import { Checkpoint, CheckpointScopeOptions, CheckpointTransaction, Checkpoints, CreateCheckpointOptions } from './checkpoints.js';
 import { EventFollower, EventsOptions, WorkspaceEvent, listEvents } from './events.js';
 
 export type WorkspaceState = 'creating' | 'starting' | 'running' | 'stopping' | 'stopped' |
@@ -331,14 +331,18 @@ export class Workspace {
 
   /** Checkpoints it now (checkpoints.create) and answers a transaction on that checkpoint:
    * disposing of it (`await using`) restores the checkpoint unless `commit()` was called, and
-   * waits until a workspace that ran runs again; see CheckpointTransaction.
+   * waits until a workspace that ran runs again; see CheckpointTransaction. With `memory: true`
+   * (a running workspace only) the checkpoint keeps its memory and a rollback resumes its
+   * programs as they were instead of booting it.
    *
    *     await using tx = await ws.checkpoint({ name: 'before-upgrade' });
    *     await ws.commands.run('apt-get -y upgrade');
    *     await tx.commit();   // `keep: false`: the checkpoint is deleted here */
   async checkpoint(options: CheckpointScopeOptions = {}): Promise<CheckpointTransaction> {
-    const call = callOf(options);
-    const cp = await this.checkpoints.create(options.name === undefined ? call : { ...call, name: options.name });
+    const create: CreateCheckpointOptions = callOf(options);
+    if (options.name !== undefined) create.name = options.name;
+    if (options.memory) create.memory = true;
+    const cp = await this.checkpoints.create(create);
     return new CheckpointTransaction(this.checkpoints, cp, options);
   }
 

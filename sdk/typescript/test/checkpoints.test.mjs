@@ -3,10 +3,14 @@
 // test driver cannot snapshot a running domain's disks (berthd answers a 500 naming libvirt),
 // so checkpoints are taken of STOPPED workspaces; a restore into a running one (stopped,
 // restored, started again) works on it and is what proves the wait. That the disks really come
-// back is for the e2e test on a real VM. Node 20 cannot parse `await using`: one test runs it as
+// back is for the e2e test on a real VM. For the same reason no checkpoint with memory (of a
+// running workspace) is taken here: berthd's refusal of one of a stopped workspace shows that
+// `memory: true` reaches it, and a stand-in server what the SDK sends and makes of the answer.
+// Node 20 cannot parse `await using`: one test runs it as
 // TypeScript compiles it (ts.transpileModule, target ES2022: TypeScript's own disposal helper),
 // the others dispose as it would, `try { ... } finally { await tx[Symbol.asyncDispose](); }`.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, beforeEach, afterEach, test } from 'node:test';
 import ts from 'typescript';
 import { startBerthd } from './harness.mjs';
@@ -171,4 +175,50 @@ test('withCheckpoint attaches a failed rollback as rollbackError and rethrows th
   const boom = new Boom('original');
   await assert.rejects(ws.withCheckpoint(async (cp) => { await ws.checkpoints.delete(cp.id); throw boom; }),
                        (e) => e === boom && e.rollbackError instanceof NotFoundError);
+});
+
+test('memory: true of a stopped workspace is berthd\'s ConflictError (no memory to checkpoint) and takes nothing', async () => {
+  await assert.rejects(ws.checkpoints.create({ name: 'warm', memory: true }),
+                       (e) => e instanceof ConflictError && e.status === 409 && e.code === 'failed_precondition'
+                         && /no memory to checkpoint/.test(e.message));
+  await assert.rejects(ws.withCheckpoint(() => assert.fail('the block runs only once the checkpoint is taken'),
+                                         { memory: true }), ConflictError);
+  await assert.rejects(ws.checkpoint({ name: 'warm-tx', memory: true }), /no memory/);
+  assert.deepEqual(await ws.checkpoints.list(), []);
+  assert.equal((await ws.checkpoints.create({ memory: false })).memory, false);
+});
+
+test('memory: true is sent, and the pause read back, by create and checkpoint() (a stand-in server)', async () => {
+  const info = { id: 'ws_0123456789abcdef', name: 'x', state: 'running' };
+  const taken = { id: 'cp_0123456789abcdef', workspace_id: info.id, name: 'warm', kind: 'manual', memory: true,
+                  parent: null, taken_while: 'running', pause_ms: 312, size_bytes: 1 << 20, created_by: 'key_x',
+                  created_at: '2026-12-04T00:00:00Z' };
+  const posts = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      res.setHeader('Content-Type', 'application/json');
+      if (req.method === 'GET') return res.end(JSON.stringify(info));
+      posts.push([req.url, JSON.parse(body)]);
+      res.writeHead(201);
+      res.end(JSON.stringify(taken));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const w = await Workspace.connect('x', { apiUrl: `http://127.0.0.1:${server.address().port}`, apiKey: 'k' });
+    const cp = await w.checkpoints.create({ name: 'warm', memory: true });
+    assert.deepEqual([cp.memory, cp.pause_ms, cp.taken_while], [true, 312, 'running']);
+    const tx = await w.checkpoint({ memory: true, keep: true });
+    assert.equal(tx.checkpoint.pause_ms, 312);
+    await tx.commit();
+    await w.checkpoints.create();
+    const path = `/v1/workspaces/${info.id}/checkpoints`;
+    // Without memory the field is not sent: berthd's default, a checkpoint of the disks.
+    assert.deepEqual(posts, [[path, { name: 'warm', memory: true }], [path, { memory: true }], [path, {}]]);
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
 });

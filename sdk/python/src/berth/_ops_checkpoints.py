@@ -1,4 +1,5 @@
-"""The checkpoint ops: a workspace's disks kept and brought back (docs/api.md, "Checkpoints")."""
+"""The checkpoint ops: a workspace's disks, and a running one's memory, kept and brought back
+(docs/api.md, "Checkpoints")."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ class CheckpointOps(WorkspaceOps):
     def cp_path(self, ws: str, cp: str = "", rest: str = "") -> str:
         return self.ws_path(ws, "/checkpoints" + (f"/{quote(cp, safe='')}" if cp else "") + rest)
 
-    def create_checkpoint(self, ws: str, name: Optional[str],
+    def create_checkpoint(self, ws: str, name: Optional[str], memory: bool,
                           deadline: Deadline) -> Op[Checkpoint]:
         # Not sent again on its own: berthd takes no Idempotency-Key here, and a second
         # attempt after a lost answer would make a second checkpoint (or, named, a 409).
         body: Json = {}
         if name is not None:
             body["name"] = name
+        if memory:
+            body["memory"] = True
         j = yield from self.call(Request("POST", self.cp_path(ws), f"checkpoint {ws}", json=body),
                                  deadline)
         return Checkpoint.from_json(j)
@@ -45,9 +48,10 @@ class CheckpointOps(WorkspaceOps):
 
     def restore_checkpoint(self, ws: str, cp: str, undo: bool, wait: bool,
                            deadline: Deadline) -> Op[RestoreResult]:
-        """berthd answers once the disks are restored; a workspace that was running is then
-        booting again ("starting"), and with wait this waits (POST …/wait) until it runs. Not
-        sent again on its own: a second restore would replace the undo checkpoint's state."""
+        """berthd answers once the disks are restored; a workspace that was running, or any
+        restored to a checkpoint with memory, is then "starting" (booting, or resuming the
+        checkpoint's memory), and with wait this waits (POST …/wait) until it runs. Not sent
+        again on its own: a second restore would replace the undo checkpoint's state."""
         j = yield from self.call(Request("POST", self.cp_path(ws, cp, "/restore"),
                                          f"restore {ws} to {cp}", json={"undo": undo}), deadline)
         result = RestoreResult.from_json(j)

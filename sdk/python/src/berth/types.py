@@ -160,11 +160,12 @@ class Preview:
 
 @dataclass
 class Checkpoint:
-    """A checkpoint: the workspace's disks as they were when it was taken (docs/api.md,
-    "Checkpoints"). `kind` is "manual", "before_restore" (what a restore replaced, to undo it)
-    or "rolling"; `taken_while` the workspace's state then; `parent` the checkpoint under this
-    one; `pause_ms` None without memory; `size_bytes` what its layers take on the host;
-    `created_by` who took it (a key's id, or "system")."""
+    """A checkpoint: the workspace's disks as they were when it was taken, and with `memory`
+    its running programs too (docs/api.md, "Checkpoints"). `kind` is "manual",
+    "before_restore" (what a restore replaced, to undo it) or "rolling"; `taken_while` the
+    workspace's state then; `parent` the checkpoint under this one; `pause_ms` how long the
+    guest was paused to save its memory (None without memory); `size_bytes` what its layers
+    (and memory) take on the host; `created_by` who took it (a key's id, or "system")."""
     id: str
     workspace_id: str
     name: str
@@ -191,8 +192,9 @@ class Checkpoint:
 @dataclass
 class RestoreResult:
     """What a restore answers: the workspace on the checkpoint's disks (running again, when
-    it ran and the restore waited; else as berthd answered: "starting" or "stopped"), and
-    `undo`, the checkpoint of the state the restore replaced (None with undo=False)."""
+    it ran or the checkpoint has memory and the restore waited; else as berthd answered:
+    "starting" or "stopped"), and `undo`, the checkpoint of the state the restore replaced
+    (None with undo=False)."""
     workspace: WorkspaceInfo
     undo: Optional[Checkpoint]
 

@@ -409,19 +409,22 @@ class Previews:
 
 
 class Checkpoints:
-    """`ws.checkpoints`: its disks kept and brought back (docs/api.md, "Checkpoints"). A
-    checkpoint is named by its id or its name everywhere."""
+    """`ws.checkpoints`: its disks, and with memory=True its running programs, kept and brought
+    back (docs/api.md, "Checkpoints"). A checkpoint is named by its id or its name everywhere."""
 
     def __init__(self, ws: "Workspace") -> None:
         self._ws = ws
 
-    def create(self, name: Optional[str] = None,
+    def create(self, name: Optional[str] = None, memory: bool = False,
                request_timeout: Optional[float] = None) -> Checkpoint:
         """Checkpoints its disks now: running (it keeps running; what its programs wrote is
         synced first) or stopped; ConflictError when hibernated. `name`: unique in the
-        workspace (lowercase letters, digits, -), default its id. Never sent twice on its own."""
+        workspace (lowercase letters, digits, -), default its id. memory=True also saves the
+        running programs' memory, so that a restore resumes them instead of booting: running
+        workspaces only (ConflictError when stopped: it has no memory to checkpoint); the guest
+        pauses briefly (the checkpoint's `pause_ms`). Never sent twice on its own."""
         conn = self._ws._conn
-        return conn.run(conn.core.create_checkpoint(self._ws.id, name,
+        return conn.run(conn.core.create_checkpoint(self._ws.id, name, memory,
                                                     conn.core.deadline(request_timeout)))
 
     def list(self, request_timeout: Optional[float] = None) -> List[Checkpoint]:
@@ -436,7 +439,8 @@ class Checkpoints:
 
     def delete(self, id_or_name: str, request_timeout: Optional[float] = None) -> Checkpoint:
         """Deletes a checkpoint (the ones above it keep what they hold); ConflictError while
-        it is under the disks of the running workspace."""
+        it is under the disks of the running workspace, or while the workspace is to resume its
+        memory at its next start."""
         conn = self._ws._conn
         return conn.run(conn.core.delete_checkpoint(self._ws.id, id_or_name,
                                                     conn.core.deadline(request_timeout)))
@@ -445,9 +449,11 @@ class Checkpoints:
                 request_timeout: Optional[float] = None) -> RestoreResult:
         """Puts its disks back to the checkpoint. With undo (the default) the state it replaces
         is checkpointed first (`.undo`, kind "before_restore": restore that to undo this). A
-        running workspace is stopped, restored and started again; with wait, this returns once
-        it runs (request_timeout default 300 s: a boot under TCG takes a minute). Never sent
-        twice on its own."""
+        running workspace is stopped, restored and started again. A checkpoint with memory
+        brings back its running programs too: the workspace is "starting", then running with
+        them resumed, not rebooted (if it was running, its undo keeps its memory as well).
+        With wait, this returns once it runs (request_timeout default 300 s: a boot under TCG
+        takes a minute). Never sent twice on its own."""
         conn = self._ws._conn
         result = conn.run(conn.core.restore_checkpoint(
             self._ws.id, id_or_name, undo, wait,
@@ -474,15 +480,17 @@ class CheckpointScope:
     on entering, `restored` the restore's answer after a rollback (its `undo` holds the failed
     state), `rollback_error` why a rollback failed."""
 
-    def __init__(self, ws: "Workspace", name: Optional[str], keep: bool,
+    def __init__(self, ws: "Workspace", name: Optional[str], keep: bool, memory: bool,
                  request_timeout: Optional[float]) -> None:
         self._ws, self._name, self._keep, self._timeout = ws, name, keep, request_timeout
+        self._memory = memory
         self.checkpoint: Optional[Checkpoint] = None
         self.restored: Optional[RestoreResult] = None
         self.rollback_error: Optional[BaseException] = None
 
     def __enter__(self) -> Checkpoint:
-        self.checkpoint = self._ws.checkpoints.create(self._name, request_timeout=self._timeout)
+        self.checkpoint = self._ws.checkpoints.create(self._name, memory=self._memory,
+                                                      request_timeout=self._timeout)
         return self.checkpoint
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
@@ -863,14 +871,16 @@ class Workspace:
             self.id, body, self._conn.core.deadline(request_timeout)))
         return self._info
 
-    def checkpoint(self, name: Optional[str] = None, keep: bool = True,
+    def checkpoint(self, name: Optional[str] = None, keep: bool = True, memory: bool = False,
                    request_timeout: Optional[float] = None) -> CheckpointScope:
         """`with ws.checkpoint() as cp:` checkpoints it on entering (checkpoints.create); if
         the block raises an Exception, restores that checkpoint (undo=True: the failed state
         is kept as the "before_restore" checkpoint) and waits until it runs again if it ran,
         then the block's exception propagates; a failed restore is chained to it, never raised
-        instead. On success the checkpoint stays, unless keep=False (then it is deleted)."""
-        return CheckpointScope(self, name, keep, request_timeout)
+        instead. On success the checkpoint stays, unless keep=False (then it is deleted).
+        memory=True (a running workspace only) checkpoints its memory too: a rollback then
+        resumes its programs as they were on entering instead of booting it."""
+        return CheckpointScope(self, name, keep, memory, request_timeout)
 
     def get_host(self, port: int, request_timeout: Optional[float] = None) -> str:
         """The preview host of `port` ("5173-web.preview.localhost:8420"), as E2B's get_host;
