@@ -628,7 +628,8 @@ Result<v1::Checkpoint> FakeBackend::CreateCheckpoint(std::string_view ws,
   if (auto s = EnterLocked("CreateCheckpoint", deadline); !s) return Fail(s.error());
   auto space = FindLocked(ws);
   if (!space) return Fail(space.error());
-  // As berthd: a running or stopped workspace's disks; the memory of a running one only.
+  // As berthd: a running, stopped or hibernated workspace's disks; the memory of a running or
+  // hibernated one.
   const v1::Workspace& w = (*space)->ws;
   if (request.memory && w.state == State::kStopped) {
     return Fail(ErrorCode::kFailedPrecondition,
@@ -636,10 +637,11 @@ Result<v1::Checkpoint> FakeBackend::CreateCheckpoint(std::string_view ws,
                             "disks (\"memory\": false), or start it first",
                             w.name));
   }
-  if (w.state != State::kStopped && w.state != State::kRunning) {
+  if (w.state != State::kStopped && w.state != State::kRunning && w.state != State::kHibernated) {
     return Fail(ErrorCode::kFailedPrecondition,
-                fmt::format("cannot checkpoint workspace '{}' while it is {}: wake it (or stop it) first", w.name,
-                            v1::StateName(w.state)));
+                fmt::format("cannot checkpoint workspace '{}' while it is {}: wait until it is running, stopped or "
+                            "hibernated",
+                            w.name, v1::StateName(w.state)));
   }
   std::string name = request.name.value_or("");
   for (const auto& c : (*space)->checkpoints) {

@@ -1,8 +1,8 @@
 // checkpoint_create, checkpoint_list, checkpoint_restore: a workspace's checkpoints (docs/api.md,
 // "Checkpoints"), so that an agent can try something risky and go back. berthd checkpoints a
-// running or stopped workspace's disks, and a running one's memory too (memory=true: a restore
-// then resumes its programs instead of booting); its refusals (a hibernated workspace, memory of
-// a stopped one) say what to do.
+// running, stopped or hibernated workspace's disks, and a running or hibernated one's memory too
+// (memory=true: a restore then resumes its programs instead of booting); its refusals (memory
+// of a stopped one) say what to do.
 #include <fmt/format.h>
 
 #include "common/v1/time.h"

@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/error.h"
 
 namespace berth::hypervisor {
 
@@ -64,16 +67,29 @@ struct DomainSpec {
 std::string RenderDomainXml(const DomainSpec& spec);
 
 // The new top layers a running domain's two disks move onto: qcow2 overlays on the current
-// tops, made beforehand by the caller and given to the domain's uid.
-struct DiskSnapshot {
+// tops, made beforehand by the caller and given to the domain's uid; and, for a checkpoint with
+// memory, the file the memory goes to (made by the hypervisor, root's).
+struct SnapshotSpec {
   std::string name;       // for libvirt's messages only: no snapshot metadata is kept
   std::string root_disk;  // vda's new top
   std::string data_disk;  // vdb's new top
+  std::string memory_file;  // empty: disks only
 };
 
-// Pure, golden-file tested: the <domainsnapshot> of an external, disk-only snapshot onto the
-// given files (no memory).
-std::string RenderDiskSnapshotXml(const DiskSnapshot& snapshot);
+struct SnapshotTaken {
+  // How long the guest's vCPUs were stopped (0 for disks only); none when it could not be
+  // measured.
+  std::optional<int64_t> paused_ms;
+};
+
+// Pure, golden-file tested: the <domainsnapshot> of an external snapshot onto the given files:
+// the disks, and the memory when there is a memory file.
+std::string RenderSnapshotXml(const SnapshotSpec& snapshot);
+
+// `domain_xml` (as libvirt writes it) with the files of the disks named in `files` (target dev
+// -> new file) replaced and their <backingStore> chains dropped (libvirt reads the new files'
+// chains from the files). Fails when a named disk has no file source.
+Result<std::string> RetargetDisks(std::string_view domain_xml, const std::map<std::string, std::string>& files);
 
 // The file each disk of a domain's XML (as libvirt writes it) reads and writes, by target dev
 // ("vda" -> ".../root.g3.qcow2"); disks without a file source are left out.

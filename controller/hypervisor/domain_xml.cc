@@ -55,7 +55,7 @@ std::string_view Tag(std::string_view xml, std::string_view element, size_t from
 
 }  // namespace
 
-std::string RenderDiskSnapshotXml(const DiskSnapshot& snapshot) {
+std::string RenderSnapshotXml(const SnapshotSpec& snapshot) {
   std::string x;
   auto add = [&x](std::string_view line) {
     x.append(line);
@@ -63,7 +63,11 @@ std::string RenderDiskSnapshotXml(const DiskSnapshot& snapshot) {
   };
   add("<domainsnapshot>");
   add(fmt::format("  <name>{}</name>", Escape(snapshot.name)));
-  add("  <memory snapshot='no'/>");
+  if (snapshot.memory_file.empty()) {
+    add("  <memory snapshot='no'/>");
+  } else {
+    add(fmt::format("  <memory snapshot='external' file='{}'/>", Escape(snapshot.memory_file)));
+  }
   add("  <disks>");
   for (const auto& [dev, file] : {std::pair{"vda", &snapshot.root_disk}, std::pair{"vdb", &snapshot.data_disk}}) {
     add(fmt::format("    <disk name='{}' snapshot='external' type='file'>", dev));
@@ -74,6 +78,62 @@ std::string RenderDiskSnapshotXml(const DiskSnapshot& snapshot) {
   add("  </disks>");
   add("</domainsnapshot>");
   return x;
+}
+
+namespace {
+
+// The span of a disk's <backingStore> chain in `disk` (the outermost element, nested ones in
+// it; `<backingStore/>` alone at the chain's end), or nothing.
+std::optional<std::pair<size_t, size_t>> BackingSpan(std::string_view disk) {
+  size_t begin = disk.find("<backingStore");
+  if (begin == std::string_view::npos) return std::nullopt;
+  size_t open_end = disk.find('>', begin);
+  if (open_end == std::string_view::npos) return std::nullopt;
+  if (disk[open_end - 1] == '/') return std::pair{begin, open_end + 1};
+  size_t closed = disk.rfind("</backingStore>");
+  if (closed == std::string_view::npos || closed < begin) return std::nullopt;
+  return std::pair{begin, closed + std::string_view("</backingStore>").size()};
+}
+
+}  // namespace
+
+Result<std::string> RetargetDisks(std::string_view domain_xml, const std::map<std::string, std::string>& files) {
+  std::string out;
+  std::map<std::string, bool> done;
+  size_t at = 0;
+  while (true) {
+    size_t begin = domain_xml.find("<disk ", at);
+    size_t end = begin == std::string_view::npos ? begin : domain_xml.find("</disk>", begin);
+    if (begin == std::string_view::npos || end == std::string_view::npos) break;
+    out.append(domain_xml.substr(at, begin - at));
+    std::string disk(domain_xml.substr(begin, end - begin));
+    at = end;
+    std::string own = disk;
+    auto backing = BackingSpan(own);
+    if (backing) own.erase(backing->first, backing->second - backing->first);
+    auto dev = Attribute(Tag(own, "target"), "dev");
+    auto it = dev ? files.find(*dev) : files.end();
+    if (it == files.end()) {
+      out.append(disk);
+      continue;
+    }
+    // Its own <source> comes before its chain: its file attribute gets the new file.
+    std::string_view source = Tag(own, "source");
+    size_t key = source.empty() ? std::string::npos : source.find(" file='");
+    if (key == std::string::npos) {
+      return Fail(ErrorCode::kInvalidArgument, fmt::format("disk {} has no file source to retarget", *dev));
+    }
+    size_t value = static_cast<size_t>(source.data() - own.data()) + key + std::string_view(" file='").size();
+    size_t value_end = own.find('\'', value);
+    own.replace(value, value_end - value, Escape(it->second));
+    out.append(own);
+    done[*dev] = true;
+  }
+  out.append(domain_xml.substr(at));
+  for (const auto& [dev, file] : files) {
+    if (!done.contains(dev)) return Fail(ErrorCode::kNotFound, fmt::format("the domain has no disk {}", dev));
+  }
+  return out;
 }
 
 std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml) {

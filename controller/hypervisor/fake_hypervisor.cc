@@ -1,5 +1,7 @@
 #include "controller/hypervisor/fake_hypervisor.h"
 
+#include <fstream>
+
 #include <fmt/format.h>
 
 namespace berth::hypervisor {
@@ -125,19 +127,93 @@ Status FakeHypervisor::Save(const std::string& name) {
   return {};
 }
 
-Status FakeHypervisor::SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) {
-  Pass("SnapshotDisks");
+Result<SnapshotTaken> FakeHypervisor::Snapshot(const std::string& name, const SnapshotSpec& snapshot) {
+  Pass("Snapshot");
   std::lock_guard lock(mutex_);
-  if (auto s = Enter("SnapshotDisks"); !s) return s;
+  if (auto s = Enter("Snapshot"); !s) return Fail(s.error());
   auto it = domains_.find(name);
   if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
   if (it->second.state != DomainState::kRunning) {
     return Fail(ErrorCode::kFailedPrecondition, "domain is not running");
   }
+  SnapshotTaken taken{0};
+  if (!snapshot.memory_file.empty()) {
+    // The "memory": which domain it is and the root layer it matches, as RestoreMemory checks.
+    std::ofstream out(snapshot.memory_file, std::ios::binary | std::ios::trunc);
+    out << kFakeMemoryMagic << name << "\n" << it->second.spec.root_disk << "\n";
+    if (!out.flush()) return Fail(ErrorCode::kInternal, "cannot write " + snapshot.memory_file);
+    taken.paused_ms = kFakePauseMs;
+  }
   // As libvirt does: the live disks and the stored definition both move.
   it->second.spec.root_disk = snapshot.root_disk;
   it->second.spec.data_disk = snapshot.data_disk;
+  return taken;
+}
+
+Status FakeHypervisor::RestoreMemory(const std::string& memory_file, const DomainSpec& spec) {
+  Pass("RestoreMemory");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("RestoreMemory"); !s) return s;
+  std::ifstream in(memory_file, std::ios::binary);
+  std::string magic;
+  std::string domain;
+  std::string root;
+  if (!in || !std::getline(in, magic) || !std::getline(in, domain) || !std::getline(in, root) ||
+      magic + "\n" != kFakeMemoryMagic) {
+    return Fail(ErrorCode::kInvalidArgument, "not a memory image: " + memory_file);
+  }
+  // libvirt's ABI check: the memory's domain and this definition must be the same machine.
+  if (domain != spec.name) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("Target domain name '{}' does not match source '{}'", spec.name, domain));
+  }
+  auto it = domains_.find(spec.name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + spec.name);
+  if (it->second.state != DomainState::kShutoff) {
+    return Fail(ErrorCode::kFailedPrecondition, "domain is not shut off");
+  }
+  it->second.spec = spec;
+  it->second.state = DomainState::kRunning;
+  it->second.restored_from = memory_file;
+  it->second.restored_root = root;
   return {};
+}
+
+Status FakeHypervisor::CopySave(const std::string& name, const std::string& dest) {
+  Pass("CopySave");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("CopySave"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state != DomainState::kSaved) return Fail(ErrorCode::kFailedPrecondition, name + " has no managed save image");
+  // The same "memory" Snapshot writes: the domain and the root layer it saved on.
+  std::ofstream out(dest, std::ios::binary | std::ios::trunc);
+  out << kFakeMemoryMagic << name << "\n" << it->second.spec.root_disk << "\n";
+  if (!out.flush()) return Fail(ErrorCode::kInternal, "cannot write " + dest);
+  return {};
+}
+
+Status FakeHypervisor::RedefineSave(const std::string& name, const std::string& root_disk,
+                                    const std::string& data_disk) {
+  Pass("RedefineSave");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("RedefineSave"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state != DomainState::kSaved) {
+    return Fail(ErrorCode::kFailedPrecondition, name + " has no managed save image");
+  }
+  // (One definition stands for the stored one and the save's here: the resume runs on these.)
+  it->second.spec.root_disk = root_disk;
+  it->second.spec.data_disk = data_disk;
+  return {};
+}
+
+std::optional<std::pair<std::string, std::string>> FakeHypervisor::RestoredForTest(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto it = domains_.find(name);
+  if (it == domains_.end() || it->second.restored_from.empty()) return std::nullopt;
+  return std::pair{it->second.restored_from, it->second.restored_root};
 }
 
 Result<std::map<std::string, std::string>> FakeHypervisor::DiskSources(const std::string& name) {

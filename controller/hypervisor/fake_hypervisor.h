@@ -21,7 +21,12 @@ class FakeHypervisor : public Hypervisor {
   Status Save(const std::string& name) override;
   Status DiscardSave(const std::string& name) override;
   Status Undefine(const std::string& name) override;
-  Status SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) override;
+  // A snapshot with memory writes a small text file in place of the memory: the domain and the
+  // root layer it matches, which RestoreMemory checks the way libvirt checks the machine.
+  Result<SnapshotTaken> Snapshot(const std::string& name, const SnapshotSpec& snapshot) override;
+  Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) override;
+  Status CopySave(const std::string& name, const std::string& dest) override;
+  Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;
   Result<std::map<std::string, std::string>> DiskSources(const std::string& name) override;
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
@@ -46,12 +51,18 @@ class FakeHypervisor : public Hypervisor {
   void ReleaseForTest(const std::string& method);
   int CallsForTest(const std::string& method) const;
   std::optional<DomainSpec> SpecForTest(const std::string& name) const;
+  // The memory file the domain's last RestoreMemory read, and the root layer it was taken on.
+  std::optional<std::pair<std::string, std::string>> RestoredForTest(const std::string& name) const;
+  static constexpr std::string_view kFakeMemoryMagic = "berth-fake-memory\n";
+  static constexpr int64_t kFakePauseMs = 7;
 
  private:
   struct Domain {
     DomainSpec spec;
     DomainState state = DomainState::kShutoff;
     uint64_t cpu_time_ns = 0;
+    std::string restored_from;
+    std::string restored_root;
   };
   Status Enter(const std::string& method);
   void Pass(const std::string& method);

@@ -64,11 +64,25 @@ class Hypervisor {
   virtual Status Undefine(const std::string& name) = 0;
 
   // Moves a running domain's two disks onto new top layers at one instant, for both at once or
-  // neither (libvirt's external disk-only snapshot, atomic, no metadata kept). The guest does
-  // not pause; the layers it leaves hold what a power cut at that instant would have left.
-  virtual Status SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) = 0;
+  // neither (libvirt's external snapshot, atomic, no metadata kept). Disks only (no
+  // `memory_file`): the guest does not pause, and the layers it leaves hold what a power cut at
+  // that instant would have left. With a `memory_file`: the guest's memory and devices are
+  // written there while it runs on, then it is paused for the last of them and the move, and
+  // runs on; the memory matches the layers it left. Returns how long the guest was paused.
+  virtual Result<SnapshotTaken> Snapshot(const std::string& name, const SnapshotSpec& snapshot) = 0;
+  // Runs the defined, shut-off domain `spec.name` from a memory file Snapshot (or CopySave)
+  // wrote, on `spec`'s disks (new tops on the layers the memory matches); the rest of the
+  // machine is the one the memory was taken with, as the file defines it. The file is only
+  // read.
+  virtual Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) = 0;
+  // A hibernated domain's managed save image, copied whole to `dest` (a new file, 0600): the
+  // memory of a checkpoint taken while it sleeps, which RestoreMemory reads like Snapshot's.
+  virtual Status CopySave(const std::string& name, const std::string& dest) = 0;
+  // Points a hibernated domain's managed save (and its stored definition) at new top layers,
+  // overlays on the ones it saved on: its resume then runs on them.
+  virtual Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) = 0;
   // The file each disk reads and writes now, by target ("vda", "vdb"): the live definition of a
-  // running domain, else the stored one.
+  // running domain, the managed save's of a hibernated one, else the stored one.
   virtual Result<std::map<std::string, std::string>> DiskSources(const std::string& name) = 0;
   virtual Result<DomainState> State(const std::string& name) = 0;
   // Every domain whose name starts with `prefix`.

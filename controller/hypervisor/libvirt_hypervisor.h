@@ -51,7 +51,10 @@ class LibvirtHypervisor : public Hypervisor {
   Status Save(const std::string& name) override;
   Status DiscardSave(const std::string& name) override;
   Status Undefine(const std::string& name) override;
-  Status SnapshotDisks(const std::string& name, const DiskSnapshot& snapshot) override;
+  Result<SnapshotTaken> Snapshot(const std::string& name, const SnapshotSpec& snapshot) override;
+  Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) override;
+  Status CopySave(const std::string& name, const std::string& dest) override;
+  Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;
   Result<std::map<std::string, std::string>> DiskSources(const std::string& name) override;
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;

@@ -207,6 +207,10 @@ CREATE TABLE checkpoints (
   UNIQUE (workspace_id, gen)
 );
 )sql",
+      // 11: a restored checkpoint with memory (controller/workspace/checkpoints.cc): the
+      // checkpoint whose memory the workspace's next start resumes instead of booting, committed
+      // with the disks it matches and cleared when the workspace runs.
+      "ALTER TABLE workspaces ADD COLUMN resume_memory TEXT;",
   };
   return kMigrations;
 }

@@ -105,6 +105,7 @@ struct DiskChange {
   std::vector<std::string> ready;                                     // taking -> ready
   std::vector<std::pair<std::string, std::optional<std::string>>> reparent;  // (id, new parent)
   std::vector<std::string> removed;                                   // rows deleted
+  std::vector<std::pair<std::string, int64_t>> paused_ms;            // (id, the guest's pause)
 };
 
 struct WorkspaceFilter {

@@ -93,6 +93,11 @@ Result<Event> Store::CommitDisks(const workspace::Workspace& ws, const DiskChang
                  [&](Statement& st) { st.Bind(1, id).Bind(2, ws.id); });
     if (!s) return Fail(s.error());
   }
+  for (const auto& [id, ms] : change.paused_ms) {
+    auto s = Run(db_, "UPDATE checkpoints SET pause_ms = ? WHERE id = ? AND workspace_id = ?",
+                 [&](Statement& st) { st.Bind(1, ms).Bind(2, id).Bind(3, ws.id); });
+    if (!s) return Fail(s.error());
+  }
   for (const auto& [id, parent] : change.reparent) {
     auto s = Run(db_, "UPDATE checkpoints SET parent = ? WHERE id = ? AND workspace_id = ?",
                  [&](Statement& st) { st.Bind(1, parent).Bind(2, id).Bind(3, ws.id); });

@@ -81,6 +81,34 @@ int64_t AllocatedBytes(const fs::path& path) {
   return static_cast<int64_t>(st.st_blocks) * 512;
 }
 
+// What a checkpoint takes on the host: its two frozen layers, and its memory.
+int64_t SizeOf(const Layout& layout, const store::Checkpoint& c) {
+  int64_t size = AllocatedBytes(layout.root_disk(c.gen)) + AllocatedBytes(layout.data_disk(c.gen));
+  if (c.memory) size += AllocatedBytes(layout.memory_file(c.id));
+  return size;
+}
+
+// A checkpoint with memory keeps the agent token of the boot it is taken in (the guest's agent
+// holds it): copied before the memory is taken, into the checkpoint's directory (root's, 0700),
+// which the memory file joins.
+Status MakeMemoryDir(const Layout& layout, const std::string& id) {
+  std::error_code ec;
+  fs::create_directories(layout.checkpoint_dir(id), ec);
+  if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.checkpoint_dir(id).string()));
+  fs::permissions(layout.checkpoints_dir(), fs::perms::owner_all, ec);
+  fs::permissions(layout.checkpoint_dir(id), fs::perms::owner_all, ec);
+  fs::remove(layout.memory_file(id), ec);
+  fs::copy_file(layout.token(), layout.checkpoint_token(id), fs::copy_options::overwrite_existing, ec);
+  if (ec) return Fail(ErrnoError(ec.value(), "copy the agent token into checkpoint " + id));
+  fs::permissions(layout.checkpoint_token(id), fs::perms::owner_read | fs::perms::owner_write, ec);
+  return {};
+}
+
+void RemoveMemoryDir(const Layout& layout, const std::string& id) {
+  std::error_code ec;
+  fs::remove_all(layout.checkpoint_dir(id), ec);
+}
+
 // Points `layer` at `backing` (none: the layer becomes whole) and copies into it what the
 // layer it leaves held, so what it reads is unchanged (qemu-img rebase's safe mode; cut short,
 // the layer still reads the same through either backing file). A frozen layer is made
@@ -112,7 +140,9 @@ std::string Describe(const store::Checkpoint& c) {
 }
 
 nlohmann::json EventData(const store::Checkpoint& c) {
-  return {{"checkpoint", c.id}, {"name", c.name}, {"kind", c.kind}, {"memory", c.memory}};
+  nlohmann::json data = {{"checkpoint", c.id}, {"name", c.name}, {"kind", c.kind}, {"memory", c.memory}};
+  if (c.pause_ms) data["pause_ms"] = *c.pause_ms;
+  return data;
 }
 
 // What taking checkpoint `c` of `ws` commits: the record on the generation above it, the row
@@ -128,6 +158,7 @@ Taken TakenOf(Workspace ws, const store::Checkpoint& c, int64_t now) {
   ws.updated_at = now;
   Taken t{std::move(ws), {}, EventData(c)};
   t.change.ready.push_back(c.id);
+  if (c.pause_ms) t.change.paused_ms.emplace_back(c.id, *c.pause_ms);
   t.data["taken_while"] = c.taken_while;
   return t;
 }
@@ -174,16 +205,7 @@ Task<Result<store::Checkpoint>> WorkspaceService::TakeCheckpoint(std::string ten
   if (!request.name.empty()) {
     if (auto s = ValidateName(request.name); !s) co_return Fail(s.error());
   }
-  auto check = [a, memory = request.memory]() -> Status {
-    const Workspace& ws = a->record();
-    if (memory) {
-      return Fail(ErrorCode::kFailedPrecondition,
-                  fmt::format("workspace '{}': checkpoints with memory are not available yet; take one of its "
-                              "disks (\"memory\": false)",
-                              ws.name));
-    }
-    return CheckpointableNow(ws);
-  };
+  auto check = [a, memory = request.memory]() -> Status { return CheckpointableNow(a->record(), memory); };
   auto op = [this, a, request = std::move(request), by = std::move(by)]() { return CheckpointOp(a, request, by); };
   co_return co_await Queued<store::Checkpoint>(a, std::move(check), std::move(op));
 }
@@ -198,7 +220,7 @@ Result<std::vector<CheckpointInfo>> WorkspaceService::ListCheckpoints(const std:
   std::vector<CheckpointInfo> out;
   for (auto& c : *rows) {
     if (c.state != "ready") continue;
-    int64_t size = AllocatedBytes(layout.root_disk(c.gen)) + AllocatedBytes(layout.data_disk(c.gen));
+    int64_t size = SizeOf(layout, c);
     out.push_back(CheckpointInfo{std::move(c), size});
   }
   return out;
@@ -214,7 +236,7 @@ Result<CheckpointInfo> WorkspaceService::GetCheckpoint(const std::string& tenant
     return Fail(ErrorCode::kNotFound, fmt::format("checkpoint '{}' is still being taken", checkpoint));
   }
   Layout layout = LayoutFor((*found)->id());
-  int64_t size = AllocatedBytes(layout.root_disk(row->gen)) + AllocatedBytes(layout.data_disk(row->gen));
+  int64_t size = SizeOf(layout, *row);
   return CheckpointInfo{std::move(*row), size};
 }
 
@@ -223,11 +245,16 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreCheckpoint(std::string tena
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
-  // A running workspace is stopped, restored and started again (a disk checkpoint has no
-  // processes to resume): the stop is decided now, as a restart's is, its size admitted again
-  // for the start that follows.
-  auto restart = std::make_shared<bool>(false);
-  auto check = [this, a, restart, by]() -> Status {
+  // Which kind it is decides how a running workspace gets there (the op reads the row again).
+  auto target = store_.GetCheckpoint(a->id(), checkpoint);
+  if (!target) co_return Fail(target.error());
+  const bool memory = target->memory;
+  // A running workspace restored to disks only is stopped, restored and started again (a disk
+  // checkpoint has no processes to resume): the stop is decided now, as a restart's is, its
+  // size admitted again for the start that follows. Restored to a checkpoint with memory, it is
+  // checkpointed with its own memory first (the undo), while it runs, and then pulled.
+  auto mode = std::make_shared<RestoreFrom>(RestoreFrom::kStopped);
+  auto check = [this, a, mode, by, memory]() -> Status {
     const Workspace& ws = a->record();
     if (ws.state == State::kStopped) return {};
     if (ws.state != State::kRunning) {
@@ -235,16 +262,20 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreCheckpoint(std::string tena
                   fmt::format("cannot restore workspace '{}' while it is {}: start or stop it first", ws.name,
                               StateName(ws.state)));
     }
+    if (memory) {
+      *mode = RestoreFrom::kRunningMemory;
+      return {};
+    }
     a->event_actor = store::KeyActor(by);
     auto transition = [&] { return Transition(*a, State::kStopping, "stopping", "to restore a checkpoint"); };
     auto admitted = AdmitStart(*a, transition);
     a->event_actor = std::string(store::kSystemActor);
     if (!admitted) return admitted;
-    *restart = true;
+    *mode = RestoreFrom::kRunning;
     return {};
   };
-  auto op = [this, a, checkpoint = std::move(checkpoint), undo, by = std::move(by), restart]() {
-    return RestoreOp(a, checkpoint, undo, by, *restart);
+  auto op = [this, a, checkpoint = std::move(checkpoint), undo, by = std::move(by), mode]() {
+    return RestoreOp(a, checkpoint, undo, by, *mode);
   };
   co_return co_await Queued<RestoreResult>(a, std::move(check), std::move(op));
 }
@@ -263,45 +294,61 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpoint(std::string t
 
 // --- the operations (on the actor's strand, one at a time with its others) ----------------------
 
-Status WorkspaceService::CheckpointableNow(const Workspace& ws) {
-  if (ws.state == State::kStopped || ws.state == State::kRunning) return {};
-  if (ws.state == State::kHibernated) {
+Status WorkspaceService::CheckpointableNow(const Workspace& ws, bool memory) {
+  if (memory && ws.state == State::kStopped) {
     return Fail(ErrorCode::kFailedPrecondition,
-                fmt::format("cannot checkpoint workspace '{}' while it is hibernated: wake it (or stop it) first",
+                fmt::format("workspace '{}' is stopped: it has no memory to checkpoint; take a checkpoint of its "
+                            "disks (\"memory\": false), or start it first",
                             ws.name));
   }
+  if (ws.state == State::kStopped || ws.state == State::kRunning || ws.state == State::kHibernated) return {};
   return Fail(ErrorCode::kFailedPrecondition,
-              fmt::format("cannot checkpoint workspace '{}' while it is {}: wait until it is running or stopped",
+              fmt::format("cannot checkpoint workspace '{}' while it is {}: wait until it is running, stopped or hibernated",
                           ws.name, StateName(ws.state)));
 }
 
-Task<Status> WorkspaceService::MoveRunningDisks(ActorPtr a, std::string checkpoint, Layout layout, int64_t next) {
+Task<Result<hypervisor::SnapshotTaken>> WorkspaceService::MoveRunningDisks(ActorPtr a, std::string checkpoint,
+                                                                           Layout layout, int64_t next,
+                                                                           std::string memory_file) {
   Workspace ws = a->record();
-  // What the guest's programs wrote and did not fsync is in its page cache: the agent writes it
-  // out first. A guest that cannot (an agent older than the call, a hung disk) is checkpointed
-  // as it is: what a power cut would leave, which its journal recovers.
-  if (auto link = ReadLink(ws); link) {
+  // What the guest's programs wrote and did not fsync is in its page cache: without its memory,
+  // the agent writes it out first. A guest that cannot (an agent older than the call, a hung
+  // disk) is checkpointed as it is: what a power cut would leave, which its journal recovers.
+  // With its memory, the page cache is in the checkpoint and the disks match it as they are.
+  if (auto link = ReadLink(ws); link && memory_file.empty()) {
     auto synced = co_await AskAgent(options_.sync_guest, *link, options_.sync_deadline);
     if (!synced) {
       spdlog::warn("workspace {}: the guest did not sync before checkpoint {}: {}", ws.id, checkpoint,
                    synced.error().message);
     }
   }
-  hypervisor::DiskSnapshot snapshot{checkpoint, layout.root_disk(next).string(), layout.data_disk(next).string()};
-  auto move = [this, name = ws.DomainName(), snapshot] { return hypervisor_.SnapshotDisks(name, snapshot); };
+  // (Member by member: g++ 12 destroys the temporaries of an aggregate's braces twice in a
+  // coroutine.)
+  hypervisor::SnapshotSpec snapshot;
+  snapshot.name = checkpoint;
+  snapshot.root_disk = layout.root_disk(next).string();
+  snapshot.data_disk = layout.data_disk(next).string();
+  snapshot.memory_file = std::move(memory_file);
+  auto move = [this, name = ws.DomainName(), snapshot] { return hypervisor_.Snapshot(name, snapshot); };
   co_return co_await Blocking(std::move(move));
 }
 
 Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, CheckpointRequest request, std::string by) {
   Workspace ws = a->record();
   // Queued behind other operations: the state is asked again now that it runs.
-  if (auto s = CheckpointableNow(ws); !s) co_return Fail(s.error());
+  if (auto s = CheckpointableNow(ws, request.memory); !s) co_return Fail(s.error());
   const bool running = ws.state == State::kRunning;
+  // A hibernated one's memory is its managed save, copied; the save then resumes onto the new
+  // tops.
+  const bool hibernated = ws.state == State::kHibernated;
+  const bool memory = request.memory;
   store::Checkpoint c;
   c.id = NewId("cp");
   c.tenant_id = ws.tenant_id;
   c.workspace_id = ws.id;
   c.name = request.name.empty() ? c.id : request.name;
+  c.kind = request.kind;
+  c.memory = memory;
   c.gen = ws.disk_gen;
   c.parent = ws.disk_parent;
   c.taken_while = std::string(StateName(ws.state));
@@ -315,6 +362,7 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   // current top given back to the QEMU that still writes it.
   auto unmake = [&, before = ws] {
     RemoveLayers(layout, next);
+    if (memory) RemoveMemoryDir(layout, c.id);
     if (running) {
       if (auto s = transport_->AdoptLayers(before, layout); !s) {
         spdlog::warn("workspace {}: giving its disks back: {}", ws.id, s.error().message);
@@ -325,6 +373,8 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   auto make = [&]() -> Status {
     if (auto s = store_.InsertCheckpoint(c); !s) return s;
     auto made = MakeLayers(layout, next, layout.root_disk(c.gen), layout.data_disk(c.gen));
+    if (made && memory) made = MakeMemoryDir(layout, c.id);
+    if (made && memory && hibernated) made = hypervisor_.CopySave(ws.DomainName(), layout.memory_file(c.id).string());
     // A running VM's QEMU opens the new layers as its uid, and reopens the current top (which
     // becomes the checkpoint's) read-only when it moves.
     if (made && running) made = transport_->AdoptLayers(moved, layout);
@@ -333,8 +383,19 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   };
   if (auto s = co_await Blocking(std::move(make)); !s) co_return Fail(s.error());
 
-  if (running) {
-    auto moved_disks = co_await MoveRunningDisks(a, c.id, layout, next);
+  if (running || hibernated) {
+    Status moved_disks;
+    if (running) {
+      std::string memory_file = memory ? layout.memory_file(c.id).string() : std::string();
+      auto snapshot = co_await MoveRunningDisks(a, c.id, layout, next, std::move(memory_file));
+      if (snapshot) c.pause_ms = snapshot->paused_ms;
+      if (!snapshot) moved_disks = Fail(snapshot.error());
+    } else {
+      if (memory) c.pause_ms = 0;  // it sleeps: nothing to pause
+      auto retarget = [this, name = ws.DomainName(), root = layout.root_disk(next).string(),
+                       data = layout.data_disk(next).string()] { return hypervisor_.RedefineSave(name, root, data); };
+      moved_disks = co_await Blocking(std::move(retarget));
+    }
     if (!moved_disks) {
       // The layers are removed only when the domain is known to be on the old ones: libvirt
       // may have moved it and failed after (a dropped connection).
@@ -357,10 +418,12 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
   }
 
   auto taken = TakenOf(a->record(), c, Now());
+  std::string what = !memory ? "disk" : c.pause_ms ? fmt::format("memory; the guest paused {} ms", *c.pause_ms)
+                                                   : std::string("memory");
   if (auto s = CommitDisks(*a, taken.ws, taken.change, "checkpoint",
-                           fmt::format("checkpoint {} taken (disk)", Describe(c)), taken.data, by);
+                           fmt::format("checkpoint {} taken ({})", Describe(c), what), taken.data, by);
       !s) {
-    if (running) {
+    if (running || hibernated) {
       // The VM already writes the new layers: the row stays "taking", and the next start-up's
       // ReconcileDisks, seeing the domain on them, finishes the commit.
       spdlog::error("workspace {}: checkpoint {} is on its disks but not in the store ({}); the next start "
@@ -381,7 +444,36 @@ Task<Result<store::Checkpoint>> WorkspaceService::CheckpointOp(ActorPtr a, Check
 }
 
 Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string checkpoint, bool undo, std::string by,
-                                                         bool restart) {
+                                                         RestoreFrom from) {
+  const bool restart = from == RestoreFrom::kRunning;
+  // A running workspace restored to a checkpoint with memory: its own state, memory and all, is
+  // the undo (taken while it runs), and then it is pulled: nothing of it is lost that the undo
+  // does not hold.
+  std::optional<store::Checkpoint> live_undo;
+  if (from == RestoreFrom::kRunningMemory) {
+    if (a->record().state != State::kRunning) co_return Fail(Conflict(a->record(), "restore"));
+    if (undo) {
+      CheckpointRequest request;
+      request.memory = true;
+      request.kind = "before_restore";
+      auto taken = co_await CheckpointOp(a, request, by);
+      if (!taken) {
+        co_return Fail(taken.error().code, "checkpointing the state before the restore: " + taken.error().message);
+      }
+      live_undo = std::move(*taken);
+      undo = false;
+    }
+    a->event_actor = store::KeyActor(by);
+    auto stopping = Transition(*a, State::kStopping, "stopping", "to restore a checkpoint");
+    a->event_actor = std::string(store::kSystemActor);
+    if (!stopping) co_return Fail(stopping.error());
+    co_await StopOp(a, true, "stopped");
+    if (a->record().state != State::kStopped) {
+      co_return Fail(ErrorCode::kFailedPrecondition,
+                     fmt::format("the stop before the restore ended with workspace '{}' {}", a->record().name,
+                                 StateName(a->record().state)));
+    }
+  }
   if (restart) {
     co_await StopOp(a, false, "stopped");
     if (a->record().state != State::kStopped) {
@@ -400,7 +492,7 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
       if (auto s = self->Transition(*a, State::kStarting, "starting", "after the restore"); !s) return;
       a->Enqueue([self = self, a = a] { return self->Boot(a, false); });
     }
-  } start_again{this, a, restart};
+  } start_again{this, a, from != RestoreFrom::kStopped};
   Workspace ws = a->record();
   if (ws.state != State::kStopped) co_return Fail(Conflict(ws, "restore"));
   Layout layout = LayoutFor(ws.id);
@@ -409,9 +501,6 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
   if (!target) co_return Fail(target.error());
   if (target->state != "ready") {
     co_return Fail(ErrorCode::kNotFound, fmt::format("checkpoint '{}' is still being taken", checkpoint));
-  }
-  if (target->memory) {
-    co_return Fail(ErrorCode::kFailedPrecondition, "restoring a checkpoint with memory is not available yet");
   }
   std::optional<store::Checkpoint> before;
   if (undo) {
@@ -446,9 +535,17 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
   ws = a->record();
   ws.disk_gen = next;
   ws.disk_parent = target->id;
+  // Its memory resumes at the start that follows, on these disks (until then, and after a
+  // crash, the record says so); a checkpoint of disks only boots them.
+  if (target->memory) {
+    ws.resume_memory = target->id;
+  } else {
+    ws.resume_memory.reset();
+  }
   ws.updated_at = Now();
   store::DiskChange change;
   if (before) change.ready.push_back(before->id);
+  if (live_undo) before = live_undo;
   auto data = EventData(*target);
   if (before) data["undo"] = before->id;
   std::string message = fmt::format("restored checkpoint {}", Describe(*target));
@@ -463,7 +560,7 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
   }
   // The layers left behind: the undo checkpoint's now, or nobody's.
   auto settle = [&] {
-    if (before) {
+    if (before && !live_undo) {
       FreezeLayers(layout, left);
     } else {
       RemoveLayers(layout, left);
@@ -471,7 +568,19 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
   };
   co_await Blocking(std::move(settle));
   RestoreResult out{a->record(), std::nullopt};
-  if (restart) out.workspace.state = State::kStarting;  // StartAgain, as this returns
+  if (target->memory) {
+    // Running again from the checkpoint's memory: the boot that follows resumes it.
+    start_again.on = false;
+    auto transition = [&] { return Transition(*a, State::kStarting, "starting", "from the checkpoint's memory"); };
+    if (auto s = AdmitStart(*a, transition); !s) {
+      Record(*a, "error", "the restored checkpoint's memory resumes at the next start: " + s.error().message);
+    } else {
+      a->Enqueue([this, a] { return Boot(a, false); });
+    }
+    out.workspace = a->record();
+  } else if (restart) {
+    out.workspace.state = State::kStarting;  // StartAgain, as this returns
+  }
   if (before) {
     before->state = "ready";
     out.undo = std::move(before);
@@ -491,6 +600,12 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
     co_return Fail(ErrorCode::kNotFound, fmt::format("no checkpoint '{}' in this workspace", checkpoint));
   }
   store::Checkpoint gone = *it;
+  if (ws.resume_memory == gone.id) {
+    co_return Fail(ErrorCode::kFailedPrecondition,
+                   fmt::format("workspace '{}' resumes the memory of checkpoint {} at its next start: start it (or "
+                               "restore another checkpoint) to delete this one",
+                               ws.name, Describe(gone)));
+  }
   // A running VM has its whole chain open: a layer under its top can be neither rebased nor
   // removed until it stops.
   bool live_chain = false;
@@ -549,7 +664,10 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
       !s) {
     co_return Fail(s.error());
   }
-  auto remove = [&] { RemoveLayers(layout, gone.gen); };
+  auto remove = [&] {
+    RemoveLayers(layout, gone.gen);
+    RemoveMemoryDir(layout, gone.id);
+  };
   co_await Blocking(std::move(remove));
   co_return gone;
 }
@@ -595,22 +713,26 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
       if (auto on = hypervisor_.DiskSources(ws.DomainName()); on && on->contains("vda")) root_now = on->at("vda");
     }
     std::set<int64_t> owned = {ws.disk_gen};
+    std::set<std::string> kept;  // the checkpoints whose directories stay (memory)
     for (const auto& c : *rows) {
       if (c.state == "ready") {
         owned.insert(c.gen);
+        kept.insert(c.id);
         continue;
       }
       if (c.gen == ws.disk_gen && root_now == layout.root_disk(c.gen + 1).string()) {
         auto taken = TakenOf(ws, c, Now());
         taken.data["state"] = std::string(StateName(ws.state));
         store::NewEvent line{Now(), "checkpoint",
-                             fmt::format("checkpoint {} taken (disk; finished at berthd's start)", Describe(c)),
+                             fmt::format("checkpoint {} taken ({}; finished at berthd's start)", Describe(c),
+                                         c.memory ? "memory" : "disk"),
                              taken.data, std::string(store::kSystemActor)};
         auto added = store_.CommitDisks(taken.ws, taken.change, line);
         if (added) {
           spdlog::info("workspace {}: checkpoint {} was on its disks; finished", ws.id, c.id);
           ws = taken.ws;
           owned.insert(c.gen);
+          kept.insert(c.id);
         } else {
           spdlog::error("workspace {}: finishing checkpoint {}: {}", ws.id, c.id, added.error().message);
         }
@@ -633,6 +755,15 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
     for (const auto& path : stray) {
       spdlog::info("workspace {}: removing {}, a layer no checkpoint or disk owns", ws.id, path.filename().string());
       fs::remove(path, ec);
+    }
+    // A checkpoint's directory (its memory) whose row is gone or was cut short.
+    std::vector<fs::path> gone;
+    for (const auto& entry : fs::directory_iterator(layout.checkpoints_dir(), ec)) {
+      if (!kept.contains(entry.path().filename().string())) gone.push_back(entry.path());
+    }
+    for (const auto& path : gone) {
+      spdlog::info("workspace {}: removing checkpoints/{}, which no checkpoint owns", ws.id, path.filename().string());
+      fs::remove_all(path, ec);
     }
     for (int64_t gen : owned) {
       if (gen != ws.disk_gen) FreezeLayers(layout, gen);

@@ -49,6 +49,13 @@ struct Layout {
     }
     return std::nullopt;
   }
+  // What a checkpoint with memory keeps besides its layers (checkpoints.cc), root's, 0700: the
+  // memory image libvirt wrote (and reads back: QEMU never opens it) and the agent token of
+  // the boot it was taken in, which the resumed guest's agent still holds.
+  std::filesystem::path checkpoints_dir() const { return dir / "checkpoints"; }
+  std::filesystem::path checkpoint_dir(const std::string& id) const { return checkpoints_dir() / id; }
+  std::filesystem::path memory_file(const std::string& id) const { return checkpoint_dir(id) / "memory.save"; }
+  std::filesystem::path checkpoint_token(const std::string& id) const { return checkpoint_dir(id) / "token"; }
   // 0600, berthd's (libvirt lends it to QEMU for fw_cfg); rewritten on every cold boot.
   std::filesystem::path token() const { return dir / "token"; }
   std::filesystem::path serial_log() const { return dir / "console.log"; }

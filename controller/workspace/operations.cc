@@ -85,17 +85,18 @@ hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const Imag
   return spec;
 }
 
-Status WorkspaceService::WriteToken(const Workspace& ws) const {
+Status WorkspaceService::WriteToken(const Workspace& ws, const std::optional<std::string>& given) const {
   // A new 256-bit token per cold boot, in a file only berthd can read (libvirt lends it to
   // QEMU for fw_cfg; it never reaches QEMU's command line). Created 0600: it is never readable
-  // by anyone else, not even for a moment.
+  // by anyone else, not even for a moment. A guest resumed from a checkpoint's memory holds the
+  // token of the boot the checkpoint was taken in: `given`.
   auto path = LayoutFor(ws.id).token();
   fs::path tmp = path;
   tmp += ".tmp";
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Fail(ErrnoError(errno, "create " + tmp.string()));
-  std::string token = RandomHex(32);
+  std::string token = given ? *given : RandomHex(32);
   bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
   int err = errno;
   ::close(fd);
@@ -231,7 +232,8 @@ Task<Status> WorkspaceService::WaitForAgent(const ActorPtr& a, std::chrono::seco
   }
 }
 
-Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int attempt) {
+Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, BootFrom from, int attempt) {
+  const bool resume = from == BootFrom::kSave;
   Workspace ws = a->record();
   auto layout = LayoutFor(ws.id);
   // Everything up to the start, on a blocking thread: files, passt (or a host agent), libvirt.
@@ -242,14 +244,28 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
     Workspace ws;
     hypervisor::DomainSpec spec;
   };
-  auto prepare = [this, ws, layout, resume]() mutable -> Prepared {
+  auto prepare = [this, ws, layout, resume, from]() mutable -> Prepared {
     Prepared out{Status{}, ws, {}};
     auto image = images_.Get(ws.image, ws.image_version);
     if (!image) {
       out.status = Fail(image.error());
       return out;
     }
-    if (!resume) {
+    if (from == BootFrom::kMemory) {
+      // The guest's agent holds the token of the boot the checkpoint was taken in; the disks
+      // keep the size the guest's kernel knows.
+      std::ifstream in(layout.checkpoint_token(*ws.resume_memory));
+      std::string token;
+      std::getline(in, token);
+      if (token.empty()) {
+        out.status = Fail(ErrorCode::kNotFound, fmt::format("checkpoint {} has no agent token", *ws.resume_memory));
+        return out;
+      }
+      if (auto s = WriteToken(ws, token); !s) {
+        out.status = s;
+        return out;
+      }
+    } else if (!resume) {
       if (auto s = WriteToken(ws); !s) {
         out.status = s;
         return out;
@@ -287,9 +303,19 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
   }
   auto name = ws.DomainName();
   auto spec = std::move(prepared.spec);
-  auto start = [this, resume, name, spec]() -> Status {
+  auto memory = from == BootFrom::kMemory ? LayoutFor(ws.id).memory_file(*ws.resume_memory).string() : "";
+  auto start = [this, resume, name, spec, memory]() -> Status {
     if (!resume) {
       if (auto s = hypervisor_.Define(spec); !s) return s;
+    }
+    // The checkpoint's memory on the disks restored for it (Define made them the domain's).
+    // Up already: a berthd killed during the restore, which libvirt finished; the agent's
+    // answer (with the checkpoint's token) says whether it is that guest.
+    if (!memory.empty()) {
+      auto s = hypervisor_.RestoreMemory(memory, spec);
+      auto state = s ? Result<DomainState>(DomainState::kShutoff) : hypervisor_.State(name);
+      if (!s && state && *state == DomainState::kRunning) return Status{};
+      return s;
     }
     auto s = hypervisor_.Start(name);
     if (!s && s.error().code == ErrorCode::kFailedPrecondition) {
@@ -306,8 +332,10 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, bool resume, int atte
   };
   auto started = co_await Blocking(std::move(start));
   if (!started) co_return started;
-  spdlog::info("workspace {}: {} (attempt {})", ws.id, resume ? "resuming" : "booting", attempt);
-  auto wait = resume ? options_.resume_timeout : boot_timeout_;
+  spdlog::info("workspace {}: {} (attempt {})", ws.id,
+               from == BootFrom::kDisk ? "booting" : (resume ? "resuming" : "resuming a checkpoint's memory"),
+               attempt);
+  auto wait = from == BootFrom::kDisk ? boot_timeout_ : options_.resume_timeout;
   co_return co_await WaitForAgent(a, wait);
 }
 
@@ -354,20 +382,22 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
     booted = co_await WaitForAgent(a, boot_timeout_);
   } else {
     bool resume = *domain == DomainState::kSaved;
+    BootFrom from = resume ? BootFrom::kSave : (a->record().resume_memory ? BootFrom::kMemory : BootFrom::kDisk);
     for (int attempt = 1; attempt <= options_.boot_attempts; ++attempt) {
       BootSlots::Slot slot;
-      if (!resume) {
+      if (from == BootFrom::kDisk) {
         // Cold boots take turns; resumes are cheap and do not wait.
         slot = co_await boot_slots_.Acquire();
         if (!slot) co_return;  // shutting down
       }
       if (stopping_ || a->record().state != State::kStarting) co_return;
-      booted = co_await BootOnce(a, resume, attempt);
+      booted = co_await BootOnce(a, from, attempt);
       if (booted || stopping_) break;
       if (a->record().state != State::kStarting) co_return;  // overtaken by another operation
       // The host cannot boot it (guest network isolation not in place, say): another attempt
       // would fail the same way, so the workspace goes to error with the reason now.
-      if (booted.error().code == ErrorCode::kFailedPrecondition) break;
+      // (A memory the hypervisor refuses says nothing of the disks: they boot next.)
+      if (booted.error().code == ErrorCode::kFailedPrecondition && from != BootFrom::kMemory) break;
       bool fell_back = FallBackToTcg(*a, booted.error());
       Record(*a, "boot_retry", fmt::format("attempt {} failed: {}", attempt, booted.error().message));
       Workspace ws = a->record();
@@ -388,6 +418,19 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
         Record(*a, "error", "resume from hibernation failed; booting from disk instead");
         resume = false;
       }
+      if (from == BootFrom::kMemory) {
+        // The restored disks are the checkpoint's; its processes are lost, and the event says
+        // so. The checkpoint itself is unchanged: a later restore may try its memory again.
+        Workspace cold = a->record();
+        cold.resume_memory.reset();
+        if (auto s = Commit(*a, std::move(cold), "error",
+                            "resuming the checkpoint's memory failed (" + booted.error().message +
+                                "); booting from its disks instead");
+            !s) {
+          co_return;
+        }
+      }
+      from = BootFrom::kDisk;
       if (fell_back) --attempt;  // the attempt under KVM says nothing of the guest
     }
   }
@@ -412,6 +455,8 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
   Workspace ws = a->record();
   ws.state = State::kRunning;
   ws.error.reset();
+  bool from_memory = ws.resume_memory.has_value();
+  ws.resume_memory.reset();
   ws.started_at = Now();
   ws.last_active_at = Now();
   ws.updated_at = Now();
@@ -421,7 +466,9 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
   auto opened = store_.OpenUsage(ws, Now());
   if (!opened) spdlog::warn("usage for {}: {}", ws.id, opened.error().message);
   if (auto s = Commit(*a, ws, "started",
-                      fmt::format("agent ready after {:.1f} s{}", secs, woken ? " (woken by a request)" : ""));
+                      fmt::format("agent ready after {:.1f} s{}{}", secs,
+                                  from_memory ? " (resumed from the checkpoint's memory)" : "",
+                                  woken ? " (woken by a request)" : ""));
       !s) {
     co_return;  // the store refused: still "starting" there, and the reconciler adopts the VM
   }

@@ -129,7 +129,8 @@ struct ServiceOptions {
 // POST /v1/workspaces/{ws}/checkpoints.
 struct CheckpointRequest {
   std::string name;     // empty: the checkpoint's id
-  bool memory = false;  // with the guest's memory and processes (a running or hibernated one)
+  bool memory = false;  // with the guest's memory and processes (a running one)
+  std::string kind = "manual";  // berthd's own: "before_restore" (the undo of a restore)
 };
 
 // A checkpoint as the API shows it: the row and what its layers take on the host.
@@ -343,7 +344,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<void> HibernateOp(ActorPtr actor, std::string reason);
   Task<void> DeleteOp(ActorPtr actor);
   Task<void> GuestStopped(ActorPtr actor, hypervisor::DomainEventKind kind, std::string detail);
-  Task<Status> BootOnce(const ActorPtr& actor, bool resume, int attempt);
+  // What a boot starts the VM from: its disks (a cold boot), its managed save (a hibernated
+  // one), or a restored checkpoint's memory (`resume_memory`).
+  enum class BootFrom { kDisk, kSave, kMemory };
+  Task<Status> BootOnce(const ActorPtr& actor, BootFrom from, int attempt);
   Task<Status> WaitForAgent(const ActorPtr& actor, std::chrono::seconds deadline);
   // Stops the domain: ACPI, then destroy after the grace period (at once when `force`).
   Task<Status> PowerOff(const ActorPtr& actor, bool force);
@@ -351,7 +355,7 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<void> Stopped(const ActorPtr& actor, bool saved);
   Result<agent_client::AgentLink> ReadLink(const Workspace& ws) const;
   hypervisor::DomainSpec SpecFor(const Workspace& ws, const ImageVersion& image) const;
-  Status WriteToken(const Workspace& ws) const;
+  Status WriteToken(const Workspace& ws, const std::optional<std::string>& token = std::nullopt) const;
   void OnDomainEvent(const hypervisor::DomainEvent& event);
   // One hypervisor call on the blocking pool.
   Task<Result<hypervisor::DomainState>> QueryDomain(const std::string& name);
@@ -371,15 +375,19 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   template <class T>
   Task<Result<T>> Queued(ActorPtr actor, std::function<Status()> check, std::function<Task<Result<T>>()> op);
   Task<Result<store::Checkpoint>> CheckpointOp(ActorPtr actor, CheckpointRequest request, std::string by);
-  // Whether a checkpoint of its disks can be taken in this state (running or stopped).
-  static Status CheckpointableNow(const Workspace& ws);
+  // Whether a checkpoint can be taken in this state (running or stopped; with memory, running).
+  static Status CheckpointableNow(const Workspace& ws, bool memory);
   // A running VM's disks onto the layers of generation `next` (made and adopted already): the
-  // guest syncs, then the hypervisor moves both disks at once.
-  Task<Status> MoveRunningDisks(ActorPtr actor, std::string checkpoint, Layout layout, int64_t next);
-  // `restart`: the workspace was running; the restore stops it first (its stop already
-  // decided) and starts it again afterwards.
+  // guest syncs (without memory), then the hypervisor moves both disks at once, writing the
+  // memory to `memory_file` first when there is one.
+  Task<Result<hypervisor::SnapshotTaken>> MoveRunningDisks(ActorPtr actor, std::string checkpoint, Layout layout,
+                                                           int64_t next, std::string memory_file);
+  // How a restore reaches a stopped workspace: it is one; it was running and its stop is
+  // decided (disks only: stopped, restored, started again); it runs and the checkpoint has
+  // memory (its own memory checkpointed as the undo, then pulled, restored and resumed).
+  enum class RestoreFrom { kStopped, kRunning, kRunningMemory };
   Task<Result<RestoreResult>> RestoreOp(ActorPtr actor, std::string checkpoint, bool undo, std::string by,
-                                        bool restart);
+                                        RestoreFrom from);
   Task<Result<store::Checkpoint>> DeleteCheckpointOp(ActorPtr actor, std::string checkpoint, std::string by);
   // On the strand: stores `ws` (its new disk generation) with `change` and the event, then
   // makes it the actor's record and publishes it (Commit, for disks).

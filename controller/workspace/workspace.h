@@ -78,6 +78,9 @@ struct Workspace {
   // UpdateWorkspace.
   int64_t disk_gen = 0;
   std::optional<std::string> disk_parent;
+  // A restored checkpoint with memory: its id, until the start that resumes its memory (on
+  // `disk_gen`'s layers, which are overlays on the ones the memory matches) runs.
+  std::optional<std::string> resume_memory;
 
   // The libvirt domain name.
   std::string DomainName() const { return "berth-" + id; }

@@ -191,11 +191,73 @@ TEST_CASE("domain spec JSON: unknown keys, wrong types and missing fields are re
 }
 
 TEST_CASE("disk snapshot XML: both disks external onto the given files, no memory", "[xml][checkpoints]") {
-  DiskSnapshot snapshot;
+  SnapshotSpec snapshot;
   snapshot.name = "cp_0123456789abcdef";
   snapshot.root_disk = "/var/lib/berth/workspaces/ws_0123456789ab/root.g3.qcow2";
   snapshot.data_disk = "/var/lib/berth/workspaces/ws_0123456789ab/data.g3.qcow2";
-  CheckGolden("disk_snapshot.xml", RenderDiskSnapshotXml(snapshot));
+  CheckGolden("disk_snapshot.xml", RenderSnapshotXml(snapshot));
+}
+
+TEST_CASE("snapshot XML with memory: the memory to its own file, external, beside both disks", "[xml][checkpoints]") {
+  SnapshotSpec snapshot;
+  snapshot.name = "cp_0123456789abcdef";
+  snapshot.root_disk = "/var/lib/berth/workspaces/ws_0123456789ab/root.g3.qcow2";
+  snapshot.data_disk = "/var/lib/berth/workspaces/ws_0123456789ab/data.g3.qcow2";
+  snapshot.memory_file = "/var/lib/berth/workspaces/ws_0123456789ab/checkpoints/cp_0123456789abcdef/memory.save";
+  std::string xml = RenderSnapshotXml(snapshot);
+  CHECK(xml.find("<memory snapshot='no'/>") == std::string::npos);
+  CheckGolden("memory_snapshot.xml", xml);
+}
+
+TEST_CASE("retarget disks: the named disks' own files change and their chains go; the rest is as it was",
+          "[xml][checkpoints]") {
+  std::string saved = R"(<domain type='qemu'>
+  <name>berth-ws_1</name>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='/w/ws_1/root.g2.qcow2' index='3'/>
+      <backingStore type='file' index='2'>
+        <format type='qcow2'/>
+        <source file='/w/ws_1/root.g1.qcow2'/>
+        <backingStore type='file' index='1'>
+          <format type='qcow2'/>
+          <source file='/images/base/disk.qcow2'/>
+          <backingStore/>
+        </backingStore>
+      </backingStore>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='/w/ws_1/data.g2.qcow2'/>
+      <backingStore/>
+      <target dev='vdb' bus='virtio'/>
+      <serial>berth-data</serial>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <source file='/isos/x.iso'/>
+      <target dev='sda' bus='sata'/>
+    </disk>
+  </devices>
+</domain>
+)";
+  auto out = RetargetDisks(saved, {{"vda", "/w/ws_1/root.g3.qcow2"}, {"vdb", "/w/ws_1/it's.qcow2"}});
+  REQUIRE(out.has_value());
+  auto sources = ParseDiskSources(*out);
+  CHECK(sources.at("vda") == "/w/ws_1/root.g3.qcow2");
+  CHECK(sources.at("vdb") == "/w/ws_1/it's.qcow2");
+  CHECK(sources.at("sda") == "/isos/x.iso");
+  CHECK(out->find("backingStore") == std::string::npos);
+  CHECK(out->find("root.g1") == std::string::npos);
+  CHECK(out->find("it&apos;s.qcow2") != std::string::npos);
+  CHECK(out->find("<serial>berth-data</serial>") != std::string::npos);
+  CHECK(out->find("<name>berth-ws_1</name>") != std::string::npos);
+  CHECK(out->ends_with("</domain>\n"));
+  // A disk it does not have is an error, not a silent no-op.
+  auto missing = RetargetDisks(saved, {{"vdc", "/x"}});
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().code == berth::ErrorCode::kNotFound);
 }
 
 TEST_CASE("disk sources: each disk's own file from libvirt's live XML, not its backing layers'", "[xml][checkpoints]") {

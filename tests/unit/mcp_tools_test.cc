@@ -595,15 +595,15 @@ TEST_CASE("checkpoint tools: memory=true saves a running workspace's memory, and
   CHECK(parsed->memory);
 }
 
-TEST_CASE("checkpoint tools: a hibernated workspace, an unknown checkpoint and a missing argument are errors "
+TEST_CASE("checkpoint tools: a workspace still starting, an unknown checkpoint and a missing argument are errors "
           "a model can act on",
           "[mcp][tools][checkpoints]") {
   Fixture f;
-  f.backend().AddWorkspaceForTest("asleep", v1::State::kHibernated, {});
-  json refused = f.Call("checkpoint_create", {{"workspace", "asleep"}});
+  f.backend().AddWorkspaceForTest("booting", v1::State::kStarting, {});
+  json refused = f.Call("checkpoint_create", {{"workspace", "booting"}});
   CHECK(IsError(refused));
   CHECK(Text(refused).find("failed_precondition") != std::string::npos);
-  CHECK(Text(refused).find("wake it") != std::string::npos);
+  CHECK(Text(refused).find("wait until it is running") != std::string::npos);
   f.backend().AddWorkspaceForTest("live", v1::State::kRunning, {});
   CHECK(IsError(f.Call("checkpoint_restore", {{"workspace", "live"}, {"checkpoint", "cp_nope"}})));
   json missing = f.Call("checkpoint_restore", {{"workspace", "live"}});

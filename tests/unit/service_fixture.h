@@ -42,13 +42,17 @@ class RecordingHypervisor : public hypervisor::FakeHypervisor {
   std::atomic<bool> save_lands_then_fails{false};
   // A disk snapshot that moved the disks, answered with an error (a dropped connection).
   std::atomic<bool> snapshot_lands_then_fails{false};
-  Status SnapshotDisks(const std::string& name, const hypervisor::DiskSnapshot& snapshot) override {
-    Note("SnapshotDisks", name);
+  Result<hypervisor::SnapshotTaken> Snapshot(const std::string& name, const hypervisor::SnapshotSpec& snapshot) override {
+    Note("Snapshot", name);
     if (snapshot_lands_then_fails.exchange(false)) {
-      (void)FakeHypervisor::SnapshotDisks(name, snapshot);
+      (void)FakeHypervisor::Snapshot(name, snapshot);
       return Fail(ErrorCode::kUnavailable, "libvirt snapshot the disks: connection lost");
     }
-    return FakeHypervisor::SnapshotDisks(name, snapshot);
+    return FakeHypervisor::Snapshot(name, snapshot);
+  }
+  Status RestoreMemory(const std::string& memory_file, const hypervisor::DomainSpec& spec) override {
+    Note("RestoreMemory", spec.name);
+    return FakeHypervisor::RestoreMemory(memory_file, spec);
   }
   // A start cut short: libvirt says paused until something starts the domain again.
   std::atomic<bool> paused_until_start{false};

@@ -33,6 +33,13 @@ struct CheckpointFixture {
       co_return nlohmann::json{{"synced", true}};
     };
   }};
+  // The image is a qcow2 file too: deleting the first checkpoint rebases onto it.
+  CheckpointFixture() {
+    auto image = f.dir.path() / "images/base/v1/disk.qcow2";
+    fs::remove(image);
+    REQUIRE(RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", image.string(), "16M"}, std::chrono::seconds(30))
+                .has_value());
+  }
 
   Layout LayoutOf(const Workspace& ws) const { return Layout(f.dir.path(), ws.id); }
   Result<store::Checkpoint> Take(const std::string& ws, const std::string& name, bool memory = false) {
@@ -84,7 +91,7 @@ TEST_CASE("checkpoints: a running workspace's disks move onto new layers while i
   CHECK(taken->gen == 0);
   CHECK(taken->taken_while == "running");
   CHECK(t.syncs == 1);
-  CHECK(t.f.hv.CallsForTest("SnapshotDisks") == 1);
+  CHECK(t.f.hv.CallsForTest("Snapshot") == 1);
   CHECK(t.f.hv.CallsForTest("Destroy") == 0);
   // The VM writes generation 1 now, on generation 0; the store says so and it never stopped.
   CHECK(t.RootNow(ws) == layout.root_disk(1).string());
@@ -126,7 +133,7 @@ TEST_CASE("checkpoints: a move the hypervisor refuses leaves no checkpoint and n
   auto ws = t.f.Create("refused");
   REQUIRE(t.f.Reaches(ws.id, State::kRunning));
   Layout layout = t.LayoutOf(ws);
-  t.f.hv.FailNextForTest("SnapshotDisks", Error(ErrorCode::kInternal, "libvirt snapshot the disks: no space"));
+  t.f.hv.FailNextForTest("Snapshot", Error(ErrorCode::kInternal, "libvirt snapshot the disks: no space"));
   auto taken = t.Take(ws.id, "nope");
   REQUIRE_FALSE(taken.has_value());
   CHECK(taken.error().message.find("no space") != std::string::npos);
@@ -154,28 +161,272 @@ TEST_CASE("checkpoints: a move that landed though the hypervisor answered an err
   CHECK(t.Record(ws.id).disk_gen == 1);
 }
 
-TEST_CASE("checkpoints: hibernated or with memory is refused with what to do; stopped still works",
+TEST_CASE("checkpoints: with memory while stopped is refused with what to do; of its disks it works",
           "[service][checkpoints]") {
   CheckpointFixture t;
   auto ws = t.f.Create("sleepy");
   REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
   auto memory = t.Take(ws.id, "m", true);
   REQUIRE_FALSE(memory.has_value());
   CHECK(memory.error().code == ErrorCode::kFailedPrecondition);
+  CHECK(memory.error().message.find("no memory") != std::string::npos);
   CHECK(memory.error().message.find("\"memory\": false") != std::string::npos);
-  REQUIRE(t.f.Hibernate(ws.id).has_value());
-  REQUIRE(t.f.Reaches(ws.id, State::kHibernated));
-  auto asleep = t.Take(ws.id, "h");
-  REQUIRE_FALSE(asleep.has_value());
-  CHECK(asleep.error().code == ErrorCode::kFailedPrecondition);
-  CHECK(asleep.error().message.find("wake it") != std::string::npos);
-  REQUIRE(t.f.Stop(ws.id).has_value());
-  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
   auto stopped = t.Take(ws.id, "s");
   REQUIRE(stopped.has_value());
   CHECK(stopped->taken_while == "stopped");
   CHECK(t.syncs == 0);  // nothing runs to sync
-  CHECK(t.f.hv.CallsForTest("SnapshotDisks") == 0);
+  CHECK(t.f.hv.CallsForTest("Snapshot") == 0);
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_CASE("checkpoints: with memory, a running workspace's memory goes into the checkpoint with its agent token and "
+          "the pause is recorded; the guest runs on without a sync",
+          "[service][checkpoints][memory]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("mem");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  auto taken = t.Take(ws.id, "warm", true);
+  INFO((taken ? "" : taken.error().message));
+  REQUIRE(taken.has_value());
+  CHECK(taken->memory);
+  CHECK(taken->pause_ms == hypervisor::FakeHypervisor::kFakePauseMs);
+  CHECK(t.syncs == 0);  // the page cache is in the memory
+  CHECK(t.f.hv.CallsForTest("Destroy") == 0);
+  CHECK(t.RootNow(ws) == layout.root_disk(1).string());
+  CHECK(t.Record(ws.id).state == State::kRunning);
+  // The memory matches the layer the VM left (the checkpoint's), and the token is this boot's.
+  auto memory = ReadAll(layout.memory_file(taken->id));
+  CHECK(memory.find(layout.root_disk(0).string()) != std::string::npos);
+  CHECK(ReadAll(layout.checkpoint_token(taken->id)) == ReadAll(layout.token()));
+  CHECK((fs::status(layout.checkpoint_dir(taken->id)).permissions() & fs::perms::all) == fs::perms::owner_all);
+  auto row = t.f.store->GetCheckpoint(ws.id, "warm");
+  REQUIRE(row.has_value());
+  CHECK(row->state == "ready");
+  CHECK(row->memory);
+  CHECK(row->pause_ms == hypervisor::FakeHypervisor::kFakePauseMs);
+  auto info = t.f.service->GetCheckpoint(t.f.tenant, ws.id, "warm");
+  REQUIRE(info.has_value());
+  CHECK(info->size_bytes >= static_cast<int64_t>(fs::file_size(layout.memory_file(taken->id))));
+}
+
+TEST_CASE("checkpoints: restoring one with memory onto a running workspace takes the running state (memory too) as "
+          "the undo, then resumes the checkpoint's memory on new disks with its token; undoing resumes the undo's",
+          "[service][checkpoints][memory]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("back");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  auto warm = t.Take(ws.id, "warm", true);
+  REQUIRE(warm.has_value());
+  std::string warm_token = ReadAll(layout.checkpoint_token(warm->id));
+  // A new boot: a new token, which the checkpoint's guest never knew.
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+  REQUIRE(t.f.Start(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  REQUIRE(ReadAll(layout.token()) != warm_token);
+  std::string later_token = ReadAll(layout.token());
+  int gen_before = static_cast<int>(t.Record(ws.id).disk_gen);
+
+  auto restored = t.f.runner.Sync(t.f.service->RestoreCheckpoint(t.f.tenant, ws.id, "warm", true));
+  INFO((restored ? "" : restored.error().message));
+  REQUIRE(restored.has_value());
+  REQUIRE(restored->undo.has_value());
+  CHECK(restored->undo->memory);
+  CHECK(restored->undo->kind == "before_restore");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  auto now = t.Record(ws.id);
+  CHECK(now.disk_parent == warm->id);
+  CHECK_FALSE(now.resume_memory.has_value());
+  // Resumed, not booted: from the checkpoint's memory, which matches its layer, on a new top
+  // over that layer; with the checkpoint's token.
+  auto resumed = t.f.hv.RestoredForTest(ws.DomainName());
+  REQUIRE(resumed.has_value());
+  CHECK(resumed->first == layout.memory_file(warm->id).string());
+  CHECK(resumed->second == layout.root_disk(warm->gen).string());
+  CHECK(t.RootNow(ws) == layout.root_disk(now.disk_gen).string());
+  CHECK(now.disk_gen > gen_before);
+  CHECK(BackingOf(layout.root_disk(now.disk_gen)) == layout.root_disk(warm->gen).string());
+  CHECK(ReadAll(layout.token()) == warm_token);
+  CHECK(t.f.HasEvent(ws.id, "restored"));
+  // The undo holds the state it left: its memory (with the later boot's token) on its layer.
+  CHECK(ReadAll(layout.checkpoint_token(restored->undo->id)) == later_token);
+
+  auto undone = t.f.runner.Sync(t.f.service->RestoreCheckpoint(t.f.tenant, ws.id, restored->undo->id, false));
+  REQUIRE(undone.has_value());
+  CHECK_FALSE(undone->undo.has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  resumed = t.f.hv.RestoredForTest(ws.DomainName());
+  REQUIRE(resumed.has_value());
+  CHECK(resumed->first == layout.memory_file(restored->undo->id).string());
+  CHECK(ReadAll(layout.token()) == later_token);
+}
+
+TEST_CASE("checkpoints: restoring one with memory onto a stopped workspace runs it; a memory the hypervisor refuses "
+          "boots the checkpoint's disks instead and says so",
+          "[service][checkpoints][memory]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("stopped-mem");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  auto warm = t.Take(ws.id, "warm", true);
+  REQUIRE(warm.has_value());
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+
+  auto restored = t.f.runner.Sync(t.f.service->RestoreCheckpoint(t.f.tenant, ws.id, "warm", true));
+  REQUIRE(restored.has_value());
+  REQUIRE(restored->undo.has_value());
+  CHECK_FALSE(restored->undo->memory);  // a stopped workspace has only its disks
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  CHECK(t.f.hv.CallsForTest("RestoreMemory") == 1);
+  CHECK(t.f.hv.CallsForTest("Start") == 1);  // the create's boot only: the restore resumed
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+
+  t.f.hv.FailNextForTest("RestoreMemory",
+                         Error(ErrorCode::kFailedPrecondition, "Target domain uuid 1 does not match source 2"));
+  auto again = t.f.runner.Sync(t.f.service->RestoreCheckpoint(t.f.tenant, ws.id, "warm", false));
+  REQUIRE(again.has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  CHECK(t.f.hv.CallsForTest("RestoreMemory") == 2);
+  CHECK(t.f.hv.CallsForTest("Start") == 2);  // booted from the disks
+  auto now = t.Record(ws.id);
+  CHECK_FALSE(now.resume_memory.has_value());
+  CHECK(now.disk_parent == warm->id);
+  auto events = t.f.store->ListEvents(ws.id, 0, 1000);
+  REQUIRE(events.has_value());
+  bool said = std::any_of(events->begin(), events->end(), [](const store::Event& e) {
+    return e.type == "error" && e.message.find("booting from its disks") != std::string::npos &&
+           e.message.find("does not match") != std::string::npos;
+  });
+  CHECK(said);
+  // The checkpoint is unchanged by the failed resume: its memory is still there.
+  CHECK(fs::exists(layout.memory_file(warm->id)));
+}
+
+TEST_CASE("checkpoints: of a hibernated workspace, its save is copied as the memory and then resumes onto the new "
+          "tops; restoring that checkpoint later resumes the copy",
+          "[service][checkpoints][memory]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("asleep");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  REQUIRE(t.f.Hibernate(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kHibernated));
+  auto disk = t.Take(ws.id, "disk-only");
+  INFO((disk ? "" : disk.error().message));
+  REQUIRE(disk.has_value());
+  CHECK(disk->taken_while == "hibernated");
+  CHECK_FALSE(disk->memory);
+  auto mem = t.Take(ws.id, "asleep-mem", true);
+  REQUIRE(mem.has_value());
+  CHECK(mem->memory);
+  CHECK(mem->pause_ms == 0);
+  CHECK(mem->gen == 1);
+  CHECK(t.f.hv.CallsForTest("CopySave") == 1);
+  CHECK(t.f.hv.CallsForTest("RedefineSave") == 2);
+  // The copy is the save as it was, on the layer the checkpoint keeps; the save itself now
+  // resumes onto generation 2, and the workspace never woke.
+  CHECK(ReadAll(layout.memory_file(mem->id)).find(layout.root_disk(1).string()) != std::string::npos);
+  CHECK(t.RootNow(ws) == layout.root_disk(2).string());
+  auto now = t.Record(ws.id);
+  CHECK(now.state == State::kHibernated);
+  CHECK(now.disk_gen == 2);
+  CHECK((fs::status(layout.root_disk(1)).permissions() & fs::perms::owner_write) == fs::perms::none);
+
+  REQUIRE(t.f.Start(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  CHECK(t.RootNow(ws) == layout.root_disk(2).string());
+  CHECK_FALSE(t.f.hv.RestoredForTest(ws.DomainName()).has_value());  // resumed from its save
+
+  auto restored = t.f.runner.Sync(t.f.service->RestoreCheckpoint(t.f.tenant, ws.id, "asleep-mem", false));
+  REQUIRE(restored.has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  auto resumed = t.f.hv.RestoredForTest(ws.DomainName());
+  REQUIRE(resumed.has_value());
+  CHECK(resumed->first == layout.memory_file(mem->id).string());
+  CHECK(resumed->second == layout.root_disk(1).string());
+}
+
+TEST_CASE("checkpoints: a hibernated workspace's save that cannot be repointed leaves no checkpoint, and it still "
+          "resumes", "[service][checkpoints][memory]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("stuck");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  REQUIRE(t.f.Hibernate(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kHibernated));
+  t.f.hv.FailNextForTest("RedefineSave", Error(ErrorCode::kInternal, "ABI check failed"));
+  auto taken = t.Take(ws.id, "nope", true);
+  REQUIRE_FALSE(taken.has_value());
+  CHECK(taken.error().message.find("ABI") != std::string::npos);
+  CHECK(t.f.store->ListCheckpoints(ws.id)->empty());
+  CHECK_FALSE(fs::exists(layout.root_disk(1)));
+  CHECK_FALSE((fs::exists(layout.checkpoints_dir()) && !fs::is_empty(layout.checkpoints_dir())));
+  CHECK(t.RootNow(ws) == layout.root_disk(0).string());
+  REQUIRE(t.f.Start(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+}
+
+TEST_CASE("checkpoints: a restored memory not yet resumed survives berthd's restart, resumes at the next start, and "
+          "keeps its checkpoint from being deleted; strays of checkpoints cut short are removed",
+          "[service][checkpoints][memory][crash]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("pending");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  auto warm = t.Take(ws.id, "warm", true);
+  REQUIRE(warm.has_value());
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+  // What a restore's commit leaves when berthd dies before the workspace starts: the record on
+  // new disks over the checkpoint's layers, with its memory to resume. And a checkpoint cut
+  // short while it wrote its memory.
+  auto record = t.Record(ws.id);
+  int64_t next = record.disk_gen + 1;
+  REQUIRE(CreateOverlay(layout.root_disk(warm->gen), layout.root_disk(next)).has_value());
+  REQUIRE(CreateOverlay(layout.data_disk(warm->gen), layout.data_disk(next)).has_value());
+  record.disk_gen = next;
+  record.disk_parent = warm->id;
+  record.resume_memory = warm->id;
+  store::NewEvent line{t.f.now, "restored", "restored", nlohmann::json::object(), ""};
+  REQUIRE(t.f.store->CommitDisks(record, {}, line).has_value());
+  fs::create_directories(layout.checkpoint_dir("cp_cutshort"));
+  std::ofstream(layout.memory_file("cp_cutshort")) << "half";
+  t.f.RestartService();
+
+  CHECK_FALSE(fs::exists(layout.checkpoint_dir("cp_cutshort")));
+  CHECK(fs::exists(layout.memory_file(warm->id)));
+  auto kept = t.Record(ws.id);
+  CHECK(kept.state == State::kStopped);
+  CHECK(kept.resume_memory == warm->id);
+  auto refused = t.f.runner.Sync(t.f.service->DeleteCheckpoint(t.f.tenant, ws.id, "warm"));
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::kFailedPrecondition);
+  CHECK(refused.error().message.find("resumes the memory") != std::string::npos);
+
+  REQUIRE(t.f.Start(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  auto resumed = t.f.hv.RestoredForTest(ws.DomainName());
+  REQUIRE(resumed.has_value());
+  CHECK(resumed->first == layout.memory_file(warm->id).string());
+  CHECK(t.RootNow(ws) == layout.root_disk(next).string());
+  CHECK_FALSE(t.Record(ws.id).resume_memory.has_value());
+  // Now it can go, memory and all (its layers stay under the running disks until a stop).
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+  auto deleted = t.f.runner.Sync(t.f.service->DeleteCheckpoint(t.f.tenant, ws.id, "warm"));
+  INFO((deleted ? "" : deleted.error().message));
+  REQUIRE(deleted.has_value());
+  CHECK_FALSE(fs::exists(layout.checkpoint_dir(warm->id)));
 }
 
 TEST_CASE("checkpoints: berthd killed after the VM moved and before the commit finishes the checkpoint at its "
@@ -202,8 +453,8 @@ TEST_CASE("checkpoints: berthd killed after the VM moved and before the commit f
     REQUIRE(CreateOverlay(layout.root_disk(0), layout.root_disk(1)).has_value());
     REQUIRE(CreateOverlay(layout.data_disk(0), layout.data_disk(1)).has_value());
     if (move) {
-      hypervisor::DiskSnapshot snap{id, layout.root_disk(1).string(), layout.data_disk(1).string()};
-      REQUIRE(t.f.hv.SnapshotDisks(ws.DomainName(), snap).has_value());
+      hypervisor::SnapshotSpec snap{id, layout.root_disk(1).string(), layout.data_disk(1).string()};
+      REQUIRE(t.f.hv.Snapshot(ws.DomainName(), snap).has_value());
     }
   };
   cut_short(moved, "cp_moved", true);

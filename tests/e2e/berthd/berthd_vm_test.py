@@ -19,6 +19,9 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
     the running workspace moves its disks in the same boot, and it writes one more
   - an idle workspace stops itself; restoring the running checkpoint brings back what was
     there then (the unsynced file too) without what came after; an exec wakes it
+  - a checkpoint with memory of a counting process and a file; both changed; the restore
+    resumes the same process (same boot) at the checkpoint's count with the file as it was;
+    restoring the restore's undo brings the changed count and file back
   - another tenant sees none of it
   - a second berthd that would run VMs on this host refuses to start, naming the first
   - the console log is virtlogd's (bounded), the agent token on no command line
@@ -255,10 +258,21 @@ def main():
                     {"cmd": "i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 1; done",
                      "background": True, "tag": "counter"})
         time.sleep(3)
+        hib_boot = api.exec(a, "cat /proc/sys/kernel/random/boot_id")["stdout"].strip()
+        d = os.path.join(data, "workspaces", a)
+        hib_tops = top_layers(d, a)
         t0 = time.monotonic()
         api.ok("POST", f"/v1/workspaces/{a}/hibernate")
         api.wait(a, "hibernated", 600)
         figures["hibernate_s"] = round(time.monotonic() - t0, 1)
+        # A checkpoint with memory of the hibernated workspace: its save, copied; the save then
+        # resumes onto new tops (below: the same process goes on).
+        t0 = time.monotonic()
+        asleep = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "asleep", "memory": True})
+        figures["memory_checkpoint_hibernated_s"] = round(time.monotonic() - t0, 2)
+        check(asleep["memory"] is True and asleep["taken_while"] == "hibernated" and asleep["pause_ms"] == 0,
+              f"checkpoint of the hibernated workspace: {asleep}")
+        check(api.ok("GET", f"/v1/workspaces/{a}")["state"] == "hibernated", "woken by its checkpoint")
         # The memory image holds whatever the guest held: libvirt's, and nobody else's.
         save = f"/var/lib/libvirt/qemu/save/berth-{a}.save"
         st = os.stat(save)
@@ -273,7 +287,11 @@ def main():
         time.sleep(2.5)
         c2 = int(api.exec(a, "cat /tmp/counter")["stdout"])
         check(c2 > c1, f"the background process does not count on: {c1} then {c2}")
-        log(f"hibernate {figures['hibernate_s']} s, resume {figures['resume_s']} s; process {bg['pid']} went on")
+        resumed_tops = top_layers(d, a)
+        check(resumed_tops != hib_tops, f"resumed on its old tops {hib_tops}")
+        log(f"hibernate {figures['hibernate_s']} s, checkpoint while hibernated "
+            f"{figures['memory_checkpoint_hibernated_s']} s, resume {figures['resume_s']} s onto its new tops; "
+            f"process {bg['pid']} went on")
 
         # --- stop; berthd killed during it; start: file and package still there -----------
         api.ok("POST", f"/v1/workspaces/{a}/stop")
@@ -356,10 +374,80 @@ def main():
               and "after" not in r["stdout"].split(), f"after the restore and wake: {r}")
         check("woken" in api.events(a) and "restored" in api.events(a), f"events: {api.events(a)}")
         names = [c["name"] for c in api.ok("GET", f"/v1/workspaces/{a}/checkpoints")["checkpoints"]]
-        check(names == [restored["undo"]["id"], "live", "with-note", "sdk-rollback"], f"checkpoints: {names}")
+        check(names == [restored["undo"]["id"], "live", "with-note", "asleep", "sdk-rollback"], f"checkpoints: {names}")
         log(f"idle stop; restored the running checkpoint in {figures['disk_restore_stopped_s']} s (the "
             "unsynced file there, the later one gone); an exec woke it")
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 3600})
+
+        # --- a checkpoint with memory: a counting process and a file, both changed, restored ---
+        # The counter lives in the process (a signal adds 100000 to it); /dev/shm shows it.
+        count = f"/v1/workspaces/{a}/exec"
+        mc = api.ok("POST", count, {"cmd": "i=0; trap 'i=$((i+100000))' USR1; "
+                                           "while true; do i=$((i+1)); echo $i > /dev/shm/count; sleep 0.2; done",
+                                    "background": True, "tag": "mcount"})
+        r = api.exec(a, "echo before > /workspace/memnote && sleep 2 && cat /dev/shm/count")
+        check(r["exit_code"] == 0, f"the counter: {r}")
+        boot_id = api.exec(a, "cat /proc/sys/kernel/random/boot_id")["stdout"].strip()
+        low = int(api.exec(a, "cat /dev/shm/count")["stdout"])
+        t0 = time.monotonic()
+        warm = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "warm", "memory": True})
+        figures["memory_checkpoint_s"] = round(time.monotonic() - t0, 2)
+        figures["memory_checkpoint_pause_ms"] = warm.get("pause_ms")
+        check(warm["memory"] is True and isinstance(warm.get("pause_ms"), int)
+              and 0 <= warm["pause_ms"] <= figures["memory_checkpoint_s"] * 1000 + 50, f"memory checkpoint: {warm}")
+        check(api.ok("GET", f"/v1/workspaces/{a}")["state"] == "running", "not running after its memory checkpoint")
+        mem = os.path.join(data, "workspaces", a, "checkpoints", warm["id"], "memory.save")
+        st = os.stat(mem)
+        check(st.st_uid == 0 and (st.st_mode & 0o077) == 0 and st.st_size > 1 << 20,
+              f"{mem}: owner {st.st_uid} mode {oct(st.st_mode & 0o7777)} size {st.st_size}")
+        check(warm["size_bytes"] >= st.st_blocks * 512, f"the memory is not in the size: {warm}")
+        # Change both: the counter jumps, the file is rewritten.
+        r = api.exec(a, f"kill -USR1 {mc['pid']} && echo after > /workspace/memnote && sync && sleep 1 && "
+                        "cat /dev/shm/count")
+        check(r["exit_code"] == 0 and int(r["stdout"]) > 100000, f"changing the counter: {r}")
+        t0 = time.monotonic()
+        back = api.ok("POST", f"/v1/workspaces/{a}/checkpoints/warm/restore")
+        api.wait(a, "running", 300)
+        figures["memory_restore_s"] = round(time.monotonic() - t0, 2)
+        check(back["undo"] and back["undo"]["memory"] is True and back["undo"]["kind"] == "before_restore",
+              f"memory restore: {back}")
+        r = api.exec(a, "cat /dev/shm/count /workspace/memnote /proc/sys/kernel/random/boot_id")
+        got = r["stdout"].split()
+        check(r["exit_code"] == 0 and low <= int(got[0]) < 100000 and got[1] == "before" and got[2] == boot_id,
+              f"after the memory restore (counter from {low}, boot {boot_id}): {r}")
+        proc = api.ok("GET", f"/v1/workspaces/{a}/processes/mcount")
+        check(proc["pid"] == mc["pid"] and proc["status"] == "running", f"the counter after the restore: {proc}")
+        time.sleep(1.5)
+        later = int(api.exec(a, "cat /dev/shm/count")["stdout"])
+        check(int(got[0]) < later < 100000, f"the counter does not count on from the checkpoint: {got[0]} then {later}")
+        log(f"memory checkpoint {figures['memory_checkpoint_s']} s (paused {warm['pause_ms']} ms); restore "
+            f"{figures['memory_restore_s']} s: the counter resumed at {got[0]} (taken at >= {low}), same process "
+            "and boot, the file as it was")
+        # Undone: the state the restore left, with its memory (the counter past 100000).
+        api.ok("POST", f"/v1/workspaces/{a}/checkpoints/{back['undo']['id']}/restore", {"undo": False})
+        api.wait(a, "running", 300)
+        r = api.exec(a, "cat /dev/shm/count /workspace/memnote /proc/sys/kernel/random/boot_id")
+        got = r["stdout"].split()
+        check(r["exit_code"] == 0 and int(got[0]) > 100000 and got[1] == "after" and got[2] == boot_id,
+              f"after undoing the memory restore: {r}")
+        log("undid the memory restore: the changed counter and file are back")
+        # The hibernated workspace's checkpoint resumes too: its boot, its counter, no /dev/shm
+        # count yet; and back again through the undo.
+        t0 = time.monotonic()
+        back = api.ok("POST", f"/v1/workspaces/{a}/checkpoints/asleep/restore")
+        api.wait(a, "running", 300)
+        figures["memory_restore_hibernated_s"] = round(time.monotonic() - t0, 2)
+        r = api.exec(a, "test -e /dev/shm/count && echo counting || echo none; cat /proc/sys/kernel/random/boot_id")
+        check(r["stdout"].split() == ["none", hib_boot], f"after restoring the hibernated checkpoint: {r}")
+        proc = api.ok("GET", f"/v1/workspaces/{a}/processes/counter")
+        check(proc["pid"] == bg["pid"] and proc["status"] == "running", f"its counter: {proc}")
+        api.ok("POST", f"/v1/workspaces/{a}/checkpoints/{back['undo']['id']}/restore", {"undo": False})
+        api.wait(a, "running", 300)
+        r = api.exec(a, "cat /dev/shm/count /workspace/memnote")
+        check(r["exit_code"] == 0 and int(r["stdout"].split()[0]) > 100000 and r["stdout"].split()[1] == "after",
+              f"back from the hibernated checkpoint: {r}")
+        log(f"restored the hibernated checkpoint in {figures['memory_restore_hibernated_s']} s (its boot and "
+            "process), and came back")
 
         # --- the agent token stays secret; SIGTERM leaves the VMs running -------------------
         token = open(os.path.join(data, "workspaces", a, "token")).read().strip()
