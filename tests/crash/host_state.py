@@ -5,9 +5,11 @@ it (domains with their save images, agents, berthd, files), used at start (for r
 killed before they could clean up) and at exit."""
 
 import fcntl
+import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -60,6 +62,77 @@ class Domains:
             virsh("undefine", "--managed-save", name)
             gone.append(name)
         return gone
+
+
+def disk_sources(name):
+    """{target: file} of a domain's disks ("vda": root, "vdb": data): the live definition of a
+    running domain, else the stored one. {} when libvirt has no such domain."""
+    r = virsh("domblklist", name)
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            out[parts[0]] = parts[1].strip()
+    return out
+
+
+def libvirt_jobs(data_dir, domains):
+    """What libvirt still does for a berthd that was killed: its helpers writing or reading
+    files under our data directory (a memory checkpoint's or a hibernation's save image) and
+    the jobs of our domains (`domains`: {name: state}). A SIGKILL ends berthd, not the job it
+    asked libvirtd for; [] when there are none."""
+    busy = [f"pid {pid} ({' '.join(argv)[:160]})" for pid, argv in processes_under(data_dir)
+            if os.path.basename(argv[0]) == "libvirt_iohelper"]
+    for name, state in sorted(domains.items()):
+        if state in ("running", "paused"):
+            job = virsh("domjobinfo", name).stdout.splitlines()
+            kind = job[0].split(":", 1)[1].strip() if job and ":" in job[0] else "None"
+            if kind != "None":
+                busy.append(f"{name}: a job ({kind})")
+    return busy
+
+
+def read_store(data_dir):
+    """What berthd's store (read-only) says of each workspace's disks: {ws id: {"state",
+    "disk_gen", "disk_parent", "resume_memory", "checkpoints": {id: row}}}, a row being
+    {"state", "gen", "parent", "memory", "kind"}."""
+    db = sqlite3.connect(f"file:{os.path.join(data_dir, 'berth.db')}?mode=ro", uri=True, timeout=10)
+    try:
+        out = {}
+        for ws_id, state, gen, parent, resume in db.execute(
+                "SELECT id, state, disk_gen, disk_parent, resume_memory FROM workspaces"):
+            out[ws_id] = {"state": state, "disk_gen": gen, "disk_parent": parent,
+                          "resume_memory": resume, "checkpoints": {}}
+        for cp_id, ws_id, state, gen, parent, memory, kind in db.execute(
+                "SELECT id, workspace_id, state, gen, parent, memory, kind FROM checkpoints"):
+            if ws_id in out:
+                out[ws_id]["checkpoints"][cp_id] = {"state": state, "gen": gen, "parent": parent,
+                                                    "memory": bool(memory), "kind": kind}
+        return out
+    finally:
+        db.close()
+
+
+def backing_chain(path, shared):
+    """The files a qcow2 layer reads through, itself first (qemu-img info --backing-chain),
+    or an error string: a backing file that is missing or unreadable fails it. `shared`: the
+    image is open in a QEMU (its lock is shared, -U)."""
+    argv = ["qemu-img", "info", "--backing-chain", "--output=json", *(["-U"] if shared else []), path]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"qemu-img info --backing-chain {path}: {r.stderr.strip()}"
+    try:
+        return [layer["filename"] for layer in json.loads(r.stdout)]
+    except (ValueError, KeyError, TypeError) as e:
+        return f"qemu-img info --backing-chain {path}: {e!r}"
+
+
+def qcow2_check(path):
+    """None when `qemu-img check` finds the image consistent, else its complaint."""
+    r = subprocess.run(["qemu-img", "check", "-q", path], capture_output=True, text=True)
+    if r.returncode == 0:
+        return None
+    return f"qemu-img check {path}: exit {r.returncode}: {(r.stdout + r.stderr).strip()[:300]}"
 
 
 def processes_under(path):

@@ -2,6 +2,10 @@
 Each check returns a list of failures (strings); an empty list is a pass."""
 
 import os
+import re
+import stat
+
+import host_state
 
 SETTLED = {"running", "stopped", "hibernated", "error"}
 
@@ -18,8 +22,9 @@ NEXT = {
     "error": {"starting", "stopping", "deleting"},
     "deleting": set(),
 }
-# Events that record a change of something other than the state.
-SAME_STATE_EVENTS = {"updated", "network_policy"}
+# Events that record a change of something other than the state (the checkpoint events name
+# the state the workspace is in when its disks change).
+SAME_STATE_EVENTS = {"updated", "network_policy", "checkpoint", "checkpoint_deleted", "restored"}
 
 # What an accepted operation ends in, whatever happens to berthd meanwhile (None: gone).
 TARGET = {"create": "running", "start": "running", "resume": "running", "stop": "stopped",
@@ -58,7 +63,11 @@ class Timeline:
                         "stopping", "hibernating", "reconciled"):
                 failures.append(f"{where}: a transition event without the state it left")
             return failures  # boot_retry, kvm_fallback, an error that changed no state
-        if self.state is None:
+        if kind == "error" and state == self.state:
+            # Not a transition: something failed and was worked around (a checkpoint's memory
+            # the hypervisor refused, booted from its disks instead). Nothing here may fail.
+            failures.append(f"{where} in {state}: {event.get('message', '')}")
+        elif self.state is None:
             if state != "creating":
                 failures.append(f"{where}: created in state {state}")
         elif state == self.state:
@@ -87,8 +96,8 @@ def check_observed(timeline, observed, since=0):
 
 
 def check_files(data_dir, records):
-    """No record without its disks, no workspace directory without a record, no half-written
-    file left in a settled workspace."""
+    """No record without its directory, no workspace directory without a record, no
+    half-written file left in a settled workspace (which disks it must have: check_disks)."""
     failures = []
     root = os.path.join(data_dir, "workspaces")
     dirs = set(os.listdir(root)) if os.path.isdir(root) else set()
@@ -98,9 +107,6 @@ def check_files(data_dir, records):
             failures.append(f"{ws['id']} ({ws['state']}): record without its directory")
             continue
         files = set(os.listdir(d))
-        for disk in ("root.qcow2", "data.qcow2"):
-            if disk not in files and ws["state"] != "error":
-                failures.append(f"{ws['id']} ({ws['state']}): record without {disk}")
         stray = sorted(f for f in files if f.endswith(".tmp"))
         if stray:
             failures.append(f"{ws['id']} ({ws['state']}): half-written files left: {stray}")
@@ -152,3 +158,147 @@ def check_processes(procs, records, data_dir, berthd_pid):
         if ws["state"] in ("running", "hibernated") and ws["id"] not in agents:
             failures.append(f"{ws['id']} is {ws['state']} but its agent is not running")
     return failures
+
+
+# --- checkpoints: every checkpoint whole or gone ------------------------------------------------
+
+LAYER = re.compile(r"^(root|data)(?:\.g([1-9][0-9]*))?\.qcow2$")
+
+
+def layer_name(disk, gen):
+    """layout.h's names: root.qcow2 for generation 0, root.g7.qcow2 for 7."""
+    return f"{disk}.qcow2" if gen == 0 else f"{disk}.g{gen}.qcow2"
+
+
+def check_disks(data_dir, records, store):
+    """Each settled workspace's files agree with what the store says of its disks (after
+    berthd's start-up, ReconcileDisks, has run): no checkpoint row still 'taking'; each ready
+    checkpoint owns the layers of its generation (and, with memory, checkpoints/<id>/ with its
+    memory.save and token), the top is generation disk_gen, and every owned file exists while
+    nothing else is there; checkpoint layers are frozen (read-only); disk_parent, each row's
+    parent and resume_memory name ready checkpoints (resume_memory one with memory, and never
+    for a running workspace, whose boot cleared it); each layer's backing chain (qemu-img) is
+    the store's chain of parents, down to the image for root and to nothing for data; a
+    stopped workspace's tops pass qemu-img check; a running or hibernated domain's disks are
+    the tops."""
+    failures = []
+    for ws in records.values():
+        if ws["state"] not in ("running", "stopped", "hibernated"):
+            continue  # error is reported by itself; a transition is not settled
+        ws_id = ws["id"]
+        s = store.get(ws_id)
+        if s is None:
+            failures.append(f"{ws_id}: listed by the API but not in the store")
+            continue
+        d = os.path.join(data_dir, "workspaces", ws_id)
+        if not os.path.isdir(d):
+            continue  # check_files says so
+        where = f"{ws_id} ({ws['state']}, top g{s['disk_gen']})"
+        rows = s["checkpoints"]
+        ready = {i: r for i, r in rows.items() if r["state"] == "ready"}
+        for cp_id, r in rows.items():
+            if r["state"] != "ready":
+                failures.append(f"{where}: checkpoint {cp_id} is still '{r['state']}' after the start-up")
+        owner = {s["disk_gen"]: "the top"}
+        for cp_id, r in sorted(ready.items()):
+            if r["gen"] in owner:
+                failures.append(f"{where}: generation {r['gen']} is both {owner[r['gen']]}'s and {cp_id}'s")
+            else:
+                owner[r["gen"]] = cp_id
+            if r["parent"] is not None and r["parent"] not in ready:
+                failures.append(f"{where}: checkpoint {cp_id} stands on {r['parent']}, which is no ready checkpoint")
+        if s["disk_parent"] is not None and s["disk_parent"] not in ready:
+            failures.append(f"{where}: the top stands on {s['disk_parent']}, which is no ready checkpoint")
+        resume = s["resume_memory"]
+        if resume is not None:
+            if resume not in ready or not ready[resume]["memory"]:
+                failures.append(f"{where}: resume_memory names {resume}, which is no ready checkpoint with memory")
+            elif ws["state"] == "running":
+                failures.append(f"{where}: running, and resume_memory still names {resume}")
+
+        # The files: exactly the owned layers, none half-made, the checkpoints' frozen.
+        files = set(os.listdir(d))
+        for name in sorted(files):
+            m = LAYER.match(name)
+            if m and int(m.group(2) or 0) not in owner:
+                failures.append(f"{where}: layer {name}, which neither the top nor a ready checkpoint owns")
+        for gen, who in sorted(owner.items()):
+            for disk in ("root", "data"):
+                name = layer_name(disk, gen)
+                if name not in files:
+                    failures.append(f"{where}: {name} ({who}'s) is missing")
+                elif gen != s["disk_gen"]:
+                    mode = os.stat(os.path.join(d, name)).st_mode
+                    if mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+                        failures.append(f"{where}: {name} ({who}'s) is writable ({oct(mode & 0o777)}), not frozen")
+        cps_dir = os.path.join(d, "checkpoints")
+        have = set(os.listdir(cps_dir)) if os.path.isdir(cps_dir) else set()
+        want = {i for i, r in ready.items() if r["memory"]}
+        for cp_id in sorted(have - want):
+            failures.append(f"{where}: checkpoints/{cp_id}, which no ready checkpoint with memory owns")
+        for cp_id in sorted(want):
+            for name in ("memory.save", "token"):
+                path = os.path.join(cps_dir, cp_id, name)
+                if not os.path.isfile(path) or os.path.getsize(path) == 0:
+                    failures.append(f"{where}: checkpoint {cp_id} has memory but no (or an empty) {name}")
+
+        # The chains, as qemu-img reads them, are the store's.
+        def chain_of(gen, parent):
+            gens, seen = [gen], set()
+            while parent is not None and parent in ready and parent not in seen:
+                seen.add(parent)
+                gens.append(ready[parent]["gen"])
+                parent = ready[parent]["parent"]
+            return gens
+        leaves = {s["disk_gen"]: chain_of(s["disk_gen"], s["disk_parent"])}
+        under = {s["disk_parent"]} | {r["parent"] for r in ready.values()}
+        for cp_id, r in ready.items():
+            if cp_id not in under:
+                leaves[r["gen"]] = chain_of(r["gen"], r["parent"])
+        shared = ws["state"] != "stopped"
+        for gen, gens in sorted(leaves.items()):
+            for disk in ("root", "data"):
+                top = os.path.join(d, layer_name(disk, gen))
+                if not os.path.exists(top):
+                    continue  # missing: said above
+                chain = host_state.backing_chain(top, shared)
+                if isinstance(chain, str):
+                    failures.append(f"{where}: {chain}")
+                    continue
+                want_chain = [os.path.join(d, layer_name(disk, g)) for g in gens]
+                have_chain = [os.path.normpath(f) for f in chain]
+                ours = [f for f in have_chain if os.path.dirname(f) == os.path.normpath(d)]
+                beyond = have_chain[len(ours):]
+                if ours != want_chain or have_chain[:len(ours)] != ours:
+                    failures.append(f"{where}: {layer_name(disk, gen)} reads through "
+                                    f"{[os.path.basename(f) for f in have_chain]}, the store says "
+                                    f"{[os.path.basename(f) for f in want_chain]}")
+                elif disk == "root" and not beyond:
+                    failures.append(f"{where}: {layer_name(disk, gen)} stands on no image disk")
+                elif disk == "data" and beyond:
+                    failures.append(f"{where}: {layer_name(disk, gen)} stands on {beyond}, beyond its own layers")
+        if ws["state"] == "stopped":
+            for disk in ("root", "data"):
+                top = os.path.join(d, layer_name(disk, s["disk_gen"]))
+                if os.path.exists(top):
+                    complaint = host_state.qcow2_check(top)
+                    if complaint:
+                        failures.append(f"{where}: {complaint}")
+        else:
+            on = host_state.disk_sources("berth-" + ws_id)
+            for target, disk in (("vda", "root"), ("vdb", "data")):
+                want_file = os.path.join(d, layer_name(disk, s["disk_gen"]))
+                if os.path.normpath(on.get(target, "-")) != want_file:
+                    failures.append(f"{where}: the domain's {target} is {on.get(target)}, not the top {want_file}")
+    return failures
+
+
+def check_listed(ws_id, listed, store):
+    """The API lists exactly the store's ready checkpoints of the workspace."""
+    s = store.get(ws_id)
+    if s is None:
+        return []
+    ready = {i for i, r in s["checkpoints"].items() if r["state"] == "ready"}
+    if set(listed) != ready:
+        return [f"{ws_id}: the API lists checkpoints {sorted(listed)}, the store has ready {sorted(ready)}"]
+    return []
