@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from xml.etree import ElementTree
 
 ROOT = "/tmp/berth-crash"  # every run's directory is below this
 URI = "qemu:///system"
@@ -73,6 +74,21 @@ def disk_sources(name):
         parts = line.split(None, 1)
         if len(parts) == 2:
             out[parts[0]] = parts[1].strip()
+    return out
+
+
+def saved_disk_sources(name):
+    """{target: file} of the disks a hibernated domain resumes onto: its managed save's own
+    definition (virsh managedsave-dumpxml), which may differ from the stored one."""
+    r = virsh("managedsave-dumpxml", name)
+    out = {}
+    try:
+        for disk in ElementTree.fromstring(r.stdout).iter("disk"):
+            target, source = disk.find("target"), disk.find("source")
+            if target is not None and source is not None and source.get("file"):
+                out[target.get("dev")] = source.get("file")
+    except ElementTree.ParseError:
+        pass
     return out
 
 

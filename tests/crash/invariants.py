@@ -285,11 +285,18 @@ def check_disks(data_dir, records, store):
                     if complaint:
                         failures.append(f"{where}: {complaint}")
         else:
-            on = host_state.disk_sources("berth-" + ws_id)
-            for target, disk in (("vda", "root"), ("vdb", "data")):
-                want_file = os.path.join(d, layer_name(disk, s["disk_gen"]))
-                if os.path.normpath(on.get(target, "-")) != want_file:
-                    failures.append(f"{where}: the domain's {target} is {on.get(target)}, not the top {want_file}")
+            # Running: the live definition. Hibernated: the managed save's (what it resumes
+            # onto) and the stored one (berthd's RedefineSave points both at the new tops "so
+            # that nothing reads the old tops as this domain's").
+            views = [("the domain's", host_state.disk_sources("berth-" + ws_id))]
+            if ws["state"] == "hibernated":
+                views.insert(0, ("the managed save's", host_state.saved_disk_sources("berth-" + ws_id)))
+                views[1] = ("the stored definition's", views[1][1])
+            for what, on in views:
+                for target, disk in (("vda", "root"), ("vdb", "data")):
+                    want_file = os.path.join(d, layer_name(disk, s["disk_gen"]))
+                    if os.path.normpath(on.get(target, "-")) != want_file:
+                        failures.append(f"{where}: {what} {target} is {on.get(target)}, not the top {want_file}")
     return failures
 
 
