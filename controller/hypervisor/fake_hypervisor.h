@@ -25,6 +25,7 @@ class FakeHypervisor : public Hypervisor {
   // root layer it matches, which RestoreMemory checks the way libvirt checks the machine.
   Result<SnapshotTaken> Snapshot(const std::string& name, const SnapshotSpec& snapshot) override;
   Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) override;
+  Status Settle(const std::string&, std::chrono::seconds) override { return {}; }  // no job outlives a call
   Status CopySave(const std::string& name, const std::string& dest) override;
   Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;
   Result<std::map<std::string, std::string>> DiskSources(const std::string& name) override;

@@ -5,6 +5,7 @@
 // concurrently: an implementation serializes only what it must.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -75,6 +76,10 @@ class Hypervisor {
   // machine is the one the memory was taken with, as the file defines it. The file is only
   // read.
   virtual Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) = 0;
+  // Waits, up to `timeout`, until libvirt runs no job for the domain: one that a berthd killed
+  // during it had asked for (a snapshot writing its memory, a disk switch) goes on in libvirtd
+  // after berthd is gone, and where the disks are is only known once it ends.
+  virtual Status Settle(const std::string& name, std::chrono::seconds timeout) = 0;
   // A hibernated domain's managed save image, copied whole to `dest` (a new file, 0600): the
   // memory of a checkpoint taken while it sleeps, which RestoreMemory reads like Snapshot's.
   virtual Status CopySave(const std::string& name, const std::string& dest) = 0;

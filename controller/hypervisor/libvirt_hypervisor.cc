@@ -301,6 +301,31 @@ Result<SnapshotTaken> LibvirtHypervisor::Snapshot(const std::string& name, const
   return taken;
 }
 
+Status LibvirtHypervisor::Settle(const std::string& name, std::chrono::seconds timeout) {
+  auto dom = Lookup(name);
+  if (!dom) return Fail(dom.error());
+  // An asynchronous job (a snapshot's memory, a save) shows in the job info until it ends.
+  auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    virDomainJobInfo info{};
+    if (virDomainGetJobInfo(dom->get(), &info) < 0) break;  // not running: no job
+    if (info.type == VIR_DOMAIN_JOB_NONE) break;
+    if (std::chrono::steady_clock::now() >= until) {
+      return Fail(ErrorCode::kDeadlineExceeded, fmt::format("{} still runs a libvirt job after {} s", name,
+                                                            timeout.count()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // A synchronous one (a disk-only snapshot's switch) does not; a query waits for it to end.
+  if (virDomainIsActive(dom->get()) == 1) {
+    virDomainBlockInfo block{};
+    if (virDomainGetBlockInfo(dom->get(), "vda", &block, 0) < 0) {
+      spdlog::warn("{}: waiting for its libvirt jobs: {}", name, virGetLastErrorMessage());
+    }
+  }
+  return {};
+}
+
 Status LibvirtHypervisor::CopySave(const std::string& name, const std::string& dest) {
   auto dom = Lookup(name);
   if (!dom) return Fail(dom.error());

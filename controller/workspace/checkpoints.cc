@@ -710,6 +710,11 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
     std::string root_now;
     bool cut_short = std::any_of(rows->begin(), rows->end(), [](const auto& c) { return c.state != "ready"; });
     if (cut_short) {
+      // A snapshot the killed berthd asked for may still be running in libvirtd (measured: a
+      // memory checkpoint's save, seconds after the kill): its end decides where the disks are.
+      if (auto s = hypervisor_.Settle(ws.DomainName(), std::chrono::seconds(120)); !s) {
+        spdlog::warn("workspace {}: {}", ws.id, s.error().message);
+      }
       if (auto on = hypervisor_.DiskSources(ws.DomainName()); on && on->contains("vda")) root_now = on->at("vda");
     }
     std::set<int64_t> owned = {ws.disk_gen};

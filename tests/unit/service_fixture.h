@@ -50,6 +50,13 @@ class RecordingHypervisor : public hypervisor::FakeHypervisor {
     }
     return FakeHypervisor::Snapshot(name, snapshot);
   }
+  // What libvirt finishes of a killed berthd's request while the next one waits for its jobs.
+  std::function<void()> on_settle;
+  Status Settle(const std::string& name, std::chrono::seconds timeout) override {
+    Note("Settle", name);
+    if (auto landing = std::exchange(on_settle, nullptr)) landing();
+    return FakeHypervisor::Settle(name, timeout);
+  }
   Status RestoreMemory(const std::string& memory_file, const hypervisor::DomainSpec& spec) override {
     Note("RestoreMemory", spec.name);
     return FakeHypervisor::RestoreMemory(memory_file, spec);

@@ -376,6 +376,45 @@ TEST_CASE("checkpoints: a hibernated workspace's save that cannot be repointed l
   REQUIRE(t.f.Reaches(ws.id, State::kRunning));
 }
 
+TEST_CASE("checkpoints: berthd's start waits for the hypervisor's jobs before deciding a checkpoint cut short: one "
+          "that lands meanwhile is finished, its layers kept",
+          "[service][checkpoints][crash]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("late");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  Layout layout = t.LayoutOf(ws);
+  store::Checkpoint c;
+  c.id = "cp_late";
+  c.tenant_id = ws.tenant_id;
+  c.workspace_id = ws.id;
+  c.name = c.id;
+  c.memory = true;
+  c.taken_while = "running";
+  c.created_at = t.f.now;
+  REQUIRE(t.f.store->InsertCheckpoint(c).has_value());
+  REQUIRE(CreateOverlay(layout.root_disk(0), layout.root_disk(1)).has_value());
+  REQUIRE(CreateOverlay(layout.data_disk(0), layout.data_disk(1)).has_value());
+  fs::create_directories(layout.checkpoint_dir(c.id));
+  // libvirtd is still writing the memory when the new berthd starts; it switches the disks
+  // while that berthd waits for it.
+  t.f.hv.on_settle = [&] {
+    hypervisor::SnapshotSpec snap;
+    snap.name = c.id;
+    snap.root_disk = layout.root_disk(1).string();
+    snap.data_disk = layout.data_disk(1).string();
+    snap.memory_file = layout.memory_file(c.id).string();
+    REQUIRE(t.f.hv.FakeHypervisor::Snapshot(ws.DomainName(), snap).has_value());
+  };
+  t.f.RestartService();
+  CHECK(t.f.hv.CallsForTest("Snapshot") == 1);
+  auto row = t.f.store->GetCheckpoint(ws.id, c.id);
+  REQUIRE(row.has_value());
+  CHECK(row->state == "ready");
+  CHECK(t.Record(ws.id).disk_gen == 1);
+  CHECK(fs::exists(layout.root_disk(1)));
+  CHECK(fs::exists(layout.memory_file(c.id)));
+}
+
 TEST_CASE("checkpoints: a restored memory not yet resumed survives berthd's restart, resumes at the next start, and "
           "keeps its checkpoint from being deleted; strays of checkpoints cut short are removed",
           "[service][checkpoints][memory][crash]") {
