@@ -735,6 +735,13 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
         auto added = store_.CommitDisks(taken.ws, taken.change, line);
         if (added) {
           spdlog::info("workspace {}: checkpoint {} was on its disks; finished", ws.id, c.id);
+          if (ws.state == State::kHibernated) {
+            // Its managed save was repointed, the stored definition perhaps not yet (the
+            // killed berthd was between the two): both onto the new tops now.
+            auto s = hypervisor_.RedefineSave(ws.DomainName(), layout.root_disk(c.gen + 1).string(),
+                                              layout.data_disk(c.gen + 1).string());
+            if (!s) spdlog::warn("workspace {}: repointing its definition: {}", ws.id, s.error().message);
+          }
           ws = taken.ws;
           owned.insert(c.gen);
           kept.insert(c.id);

@@ -232,7 +232,13 @@ def main():
         # berthd's measure of its duration, and the key that ran it (issue 15).
         r = api.exec(a, "exit 7")
         check(r["exit_code"] == 7, f"exit 7: {r}")
-        execs = api.ok("GET", f"/v1/workspaces/{a}/events?type=exec&limit=1000")["events"]
+        # (The exec's event is written as its stream ends, which may be just after the answer.)
+        deadline = time.monotonic() + 10
+        while True:
+            execs = api.ok("GET", f"/v1/workspaces/{a}/events?type=exec&limit=1000")["events"]
+            if execs and execs[-1]["data"].get("cmd") == "exit 7" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         apt = [e for e in execs if e["data"].get("cmd", "").startswith("sudo DEBIAN_FRONTEND")]
         check(len(apt) == 1 and apt[0]["data"].get("exit_code") == 0 and "sudo apt-get" not in apt[0]["data"]["cmd"]
               and apt[0]["data"].get("duration_ms", 0) > 1000 and apt[0]["actor"].startswith("key_"),
