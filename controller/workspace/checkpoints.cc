@@ -246,7 +246,8 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreCheckpoint(std::string tena
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
   // Which kind it is decides how a running workspace gets there (the op reads the row again).
-  auto target = store_.GetCheckpoint(a->id(), checkpoint);
+  auto read = [this, id = a->id(), checkpoint] { return store_.GetCheckpoint(id, checkpoint); };
+  auto target = co_await Blocking(std::move(read));
   if (!target) co_return Fail(target.error());
   const bool memory = target->memory;
   // A running workspace restored to disks only is stopped, restored and started again (a disk
@@ -468,14 +469,10 @@ Task<Result<RestoreResult>> WorkspaceService::RestoreOp(ActorPtr a, std::string 
     a->event_actor = std::string(store::kSystemActor);
     if (!stopping) co_return Fail(stopping.error());
     co_await StopOp(a, true, "stopped");
-    if (a->record().state != State::kStopped) {
-      co_return Fail(ErrorCode::kFailedPrecondition,
-                     fmt::format("the stop before the restore ended with workspace '{}' {}", a->record().name,
-                                 StateName(a->record().state)));
-    }
-  }
-  if (restart) {
+  } else if (restart) {
     co_await StopOp(a, false, "stopped");
+  }
+  if (from != RestoreFrom::kStopped) {
     if (a->record().state != State::kStopped) {
       co_return Fail(ErrorCode::kFailedPrecondition,
                      fmt::format("the stop before the restore ended with workspace '{}' {}", a->record().name,
