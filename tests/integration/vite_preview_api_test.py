@@ -31,7 +31,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import npm_cache  # noqa: E402
 import vite_preview  # noqa: E402
-from berthd_harness import AGENT, BERTHD, Api, Failure, check, log  # noqa: E402
+from berthd_harness import AGENT, BERTHD, TEST_DISK_FLOOR, Api, Failure, check, log  # noqa: E402
 
 T = "integration_vite_preview_api"
 USER = "root" if os.getuid() == 0 else os.environ.get("USER", "")
@@ -61,7 +61,7 @@ PREVIEW_DOMAIN = "preview.example.com"  # not *.localhost: Vite refuses such a H
 def start_berthd(data, logf):
     config = os.path.join(data, "config.json")
     with open(config, "w") as f:
-        json.dump({"preview": {"domain": PREVIEW_DOMAIN}}, f)
+        json.dump({"preview": {"domain": PREVIEW_DOMAIN}, "min_free_disk": TEST_DISK_FLOOR}, f)
     proc = subprocess.Popen([BERTHD, "--config", config, "--listen", "127.0.0.1:0", "--data", data,
                              "--libvirt-uri", "test:///default",
                              "--transport", "unix", "--agent-bin", AGENT, "--agent-user", USER],

@@ -46,7 +46,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
-from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
+from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, TEST_DISK_FLOOR, Api, Berthd, Failure,  # noqa: E402
                             accel, check, log, our_domains, virsh)
 import sdk_vm_checks  # noqa: E402
 
@@ -163,7 +163,7 @@ def main():
     with open(config, "w") as f:
         json.dump({"listen": "127.0.0.1:0", "data_dir": data,
                    "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
-                   "idle_poll_ms": 1000, "stop_grace_s": 30, **network}, f)
+                   "idle_poll_ms": 1000, "stop_grace_s": 30, "min_free_disk": TEST_DISK_FLOOR, **network}, f)
     berthd = Berthd(data, config)
     ids = []
     api = None

@@ -206,6 +206,7 @@ async function main() {
   const config = path.join(data, 'config.json');
   fs.writeFileSync(config, JSON.stringify({
     listen: '127.0.0.1:0', data_dir: data, images_dir: path.join(IMAGES_DATA, 'images'), accel: accel(), stop_grace_s: 60,
+    min_free_disk: { bytes: 2 ** 30, percent: 0 },  // berthd_harness.py's TEST_DISK_FLOOR
     web_root: path.join(repo, 'web', 'dist'),
   }));
   const logFd = fs.openSync(path.join(data, 'berthd.log'), 'a');

@@ -43,7 +43,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
-from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
+from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, TEST_DISK_FLOOR, Api, Berthd, Failure,  # noqa: E402
                             accel, check, log)
 from netns_peer import PeerNamespace, sh  # noqa: E402
 
@@ -195,7 +195,7 @@ def refused_without_rules(images_data):
     config = os.path.join(data, "config.json")
     with open(config, "w") as f:
         json.dump({"listen": "127.0.0.1:0", "data_dir": data, "images_dir": os.path.join(images_data, "images"),
-                   "accel": accel(), "network": {"isolation": True}}, f)
+                   "accel": accel(), "min_free_disk": TEST_DISK_FLOOR, "network": {"isolation": True}}, f)
     berthd = Berthd(data, config, prefix=["setpriv", "--bounding-set", "-net_admin", "--inh-caps", "-net_admin"])
     ws_id = None
     try:
@@ -255,6 +255,7 @@ def main():
         with open(config_path, "w") as f:
             json.dump({"listen": "127.0.0.1:0", "data_dir": data,
                        "images_dir": os.path.join(IMAGES_DATA, "images"), "accel": accel(),
+                       "min_free_disk": TEST_DISK_FLOOR,
                        "network": {"isolation": True, "upstream_dns": ["198.18.0.53"],
                                    "open_cidrs": open_cidrs}}, f)
 

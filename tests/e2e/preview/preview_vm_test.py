@@ -38,7 +38,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import npm_cache  # noqa: E402
 import vite_preview  # noqa: E402
-from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, Api, Berthd, Failure,  # noqa: E402
+from berthd_harness import (AGENT, BERTHD, IMAGES_DATA, REPO, TEST_DISK_FLOOR, Api, Berthd, Failure,  # noqa: E402
                             accel, check, log, virsh)
 
 T = "e2e_preview"
@@ -94,7 +94,7 @@ def main():
     config = os.path.join(data, "config.json")
     with open(config, "w") as f:
         json.dump({"listen": "127.0.0.1:0", "data_dir": data, "images_dir": os.path.join(IMAGES_DATA, "images"),
-                   "accel": accel(), "stop_grace_s": 30}, f)
+                   "accel": accel(), "stop_grace_s": 30, "min_free_disk": TEST_DISK_FLOOR}, f)
     berthd = Berthd(data, config)
     ws = None
     try:
