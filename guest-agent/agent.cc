@@ -30,11 +30,13 @@ bool TokensEqual(std::string_view a, std::string_view b) {
 Agent::Agent(boost::asio::io_context& io, AgentOptions options)
     : io_(io),
       options_(std::move(options)),
+      token_(options_.token),
       blocking_(static_cast<size_t>(std::max(1, options_.blocking_threads))),
       processes_(std::make_unique<ProcessTable>(io_, activity_)) {
-  ApiContext ctx{options_, io_, blocking_, activity_, *processes_, own_tcp_ports_};
+  ApiContext ctx{options_, io_, blocking_, activity_, *processes_, own_tcp_ports_, token_};
   AddSystemRoutes(api_router_, ctx);
   AddSyncRoute(api_router_, ctx);
+  AddIdentityRoute(api_router_, ctx);
   AddExecRoutes(api_router_, ctx);
   AddProcessRoutes(api_router_, ctx);
   AddFileRoutes(api_router_, ctx);
@@ -50,7 +52,7 @@ Agent::~Agent() {
 }
 
 Result<std::vector<Endpoint>> Agent::Start() {
-  if (options_.token.empty()) return Fail(ErrorCode::kInvalidArgument, "no token configured");
+  if (token_.empty()) return Fail(ErrorCode::kInvalidArgument, "no token configured");
   api_server_ = std::make_unique<http::Server>(
       io_, options_.server, [this](http::Exchange& ex) { return HandleApi(ex); });
   std::vector<Endpoint> bound;
@@ -95,7 +97,7 @@ http::Task<void> Agent::HandleApi(http::Exchange& exchange) {
   if (!health) {
     std::string_view auth = exchange.header(http::bhttp::field::authorization);
     constexpr std::string_view kBearer = "Bearer ";
-    if (!auth.starts_with(kBearer) || !TokensEqual(auth.substr(kBearer.size()), options_.token)) {
+    if (!auth.starts_with(kBearer) || !TokensEqual(auth.substr(kBearer.size()), token_)) {
       co_await exchange.SendError(
           {ErrorCode::kUnauthenticated, "missing or wrong agent token (Authorization: Bearer)"});
       co_return;

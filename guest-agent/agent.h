@@ -38,6 +38,8 @@ class Agent {
 
   boost::asio::io_context& io_;
   AgentOptions options_;
+  // The token requests must carry: options_.token until POST /v1/identity gives another.
+  std::string token_;
   boost::asio::thread_pool blocking_;
   ActivityTracker activity_;
   std::unique_ptr<ProcessTable> processes_;

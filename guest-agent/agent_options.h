@@ -22,6 +22,10 @@ struct AgentOptions {
   std::string local_socket = "/run/berth/agent.sock";
   // Directory that holds the workspace's data disk; reported by /v1/info.
   std::string workspace_dir = "/workspace";
+  // Where POST /v1/identity (a fork's new hostname, machine-id, MAC and SSH host keys) applies:
+  // "/" in a guest (its image's unit says so), a directory of its own for an agent on a host
+  // (files under it; no hostname or NIC of the host changes). Empty: the call is refused.
+  std::string identity_root;
   // Its connections: every exec stream, session and tunnel (each preview WebSocket is one) holds
   // one. berthd, its only client, caps each client address (512) and key itself; this cap is
   // for all of them together, so that a thousand preview WebSockets of several clients fit

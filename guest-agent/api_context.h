@@ -25,11 +25,14 @@ struct ApiContext {
   // The TCP ports the agent's own API listens on (bound in Agent::Start, before any request):
   // no port of the workspace's, so GET /v1/ports leaves them out.
   const std::vector<uint16_t>& own_tcp_ports;
+  // The token every request must carry (on the I/O thread): POST /v1/identity replaces it.
+  std::string& token;
 };
 
 // Each API area adds its routes (one file each), as berthd's api/ does.
 void AddSystemRoutes(http::Router& router, ApiContext& ctx);    // health, info
 void AddSyncRoute(http::Router& router, ApiContext& ctx);       // sync (berthd's only)
+void AddIdentityRoute(http::Router& router, ApiContext& ctx);   // identity (berthd's, a fork's)
 void AddExecRoutes(http::Router& router, ApiContext& ctx);      // exec, exec/ws
 void AddProcessRoutes(http::Router& router, ApiContext& ctx);   // processes
 void AddFileRoutes(http::Router& router, ApiContext& ctx);      // files, tar, watch

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--local-socket", options.local_socket,
                  "token-less unix socket for keep-awake leases ('' to disable)");
   app.add_option("--workspace-dir", options.workspace_dir, "mount point of the data disk");
+  app.add_option("--identity-root", options.identity_root,
+                 "where a fork's new identity applies: / in a guest, a directory on a host ('' refuses it)");
   app.add_option("--max-connections", options.server.max_connections, "cap on open connections");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
 

@@ -91,6 +91,16 @@ std::string RenderSnapshotXml(const SnapshotSpec& snapshot);
 // chains from the files). Fails when a named disk has no file source.
 Result<std::string> RetargetDisks(std::string_view domain_xml, const std::map<std::string, std::string>& files);
 
+// The machine a memory image holds (`image_xml`: the domain XML libvirt wrote into the image),
+// bound to the workspace `spec` describes, itself or another: its name, uuid and a new
+// generation ID `genid` (the guest's kernel reseeds its random number generator when the value
+// changes), the disks' files, fw_cfg's token file and hostname, the console's file, the VNC
+// socket, the vsock CID, the uid QEMU runs as and the NIC's arguments (passt's socket or the
+// forwarded port, the MAC). Device models and addresses stay the image's: QEMU loads the
+// image's device state into them. Pure. Fails (failed_precondition) on an image without a
+// generation ID device, or without an element berthd's machines have.
+Result<std::string> RebindDomainXml(std::string_view image_xml, const DomainSpec& spec, std::string_view genid);
+
 // The file each disk of a domain's XML (as libvirt writes it) reads and writes, by target dev
 // ("vda" -> ".../root.g3.qcow2"); disks without a file source are left out.
 std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml);

@@ -161,6 +161,23 @@ std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml)
   return sources;
 }
 
+namespace {
+
+// QEMU's -netdev and -device arguments for the NIC (the qemu:commandline libvirt passes as
+// is): passt's socket, or slirp with the agent's port forwarded; the MAC.
+std::pair<std::string, std::string> NicArgs(const DomainSpec& spec) {
+  std::string netdev;
+  if (!spec.passt_socket.empty()) {
+    netdev = fmt::format("stream,id=n0,server=off,addr.type=unix,addr.path={}", spec.passt_socket);
+  } else {
+    netdev = fmt::format("user,id=n0,hostfwd=tcp:127.0.0.1:{}-:{}", spec.forward_port, spec.agent_port);
+  }
+  std::string device = "virtio-net-pci,netdev=n0,addr=0x18" + (spec.mac.empty() ? "" : ",mac=" + spec.mac);
+  return {netdev, device};
+}
+
+}  // namespace
+
 std::string RenderDomainXml(const DomainSpec& spec) {
   const bool kvm = spec.accel == Accel::kKvm;
   std::string x;
@@ -172,6 +189,10 @@ std::string RenderDomainXml(const DomainSpec& spec) {
                   kvm ? "kvm" : "qemu"));
   add(fmt::format("  <name>{}</name>", Escape(spec.name)));
   add(fmt::format("  <uuid>{}</uuid>", Escape(spec.uuid)));
+  // A VM generation ID device (libvirt picks the value): a memory image taken of this machine
+  // can be resumed with another value, and the guest's kernel then reseeds its random number
+  // generator (RebindDomainXml). The device must be in the machine the image was taken of.
+  add("  <genid/>");
   add(fmt::format("  <memory unit='MiB'>{}</memory>", spec.memory_mib));
   add(fmt::format("  <vcpu>{}</vcpu>", spec.vcpus));
   // fw_cfg carries the agent token (from a file), the hostname and the screen size.
@@ -261,21 +282,158 @@ std::string RenderDomainXml(const DomainSpec& spec) {
   // The NIC is added on QEMU's command line: libvirt 9.0 has no passt <backend> nor a
   // stream netdev, and the address is pinned so the NIC does not take the VGA's slot.
   add("  <qemu:commandline>");
-  std::string netdev;
-  if (!spec.passt_socket.empty()) {
-    netdev = fmt::format("stream,id=n0,server=off,addr.type=unix,addr.path={}", spec.passt_socket);
-  } else {
-    netdev = fmt::format("user,id=n0,hostfwd=tcp:127.0.0.1:{}-:{}", spec.forward_port,
-                         spec.agent_port);
-  }
+  auto [netdev, nic] = NicArgs(spec);
   add("    <qemu:arg value='-netdev'/>");
   add(fmt::format("    <qemu:arg value='{}'/>", Escape(netdev)));
   add("    <qemu:arg value='-device'/>");
-  add(fmt::format("    <qemu:arg value='virtio-net-pci,netdev=n0,addr=0x18{}'/>",
-                  spec.mac.empty() ? "" : ",mac=" + Escape(spec.mac)));
+  add(fmt::format("    <qemu:arg value='{}'/>", Escape(nic)));
   add("  </qemu:commandline>");
   add("</domain>");
   return x;
+}
+
+}  // namespace berth::hypervisor
+
+namespace berth::hypervisor {
+namespace {
+
+// Edits of a domain XML as libvirt writes it (single-quoted attributes): each finds what it
+// edits or fails, so an image whose machine berthd did not render is refused rather than
+// resumed half-rebound.
+class XmlEdit {
+ public:
+  explicit XmlEdit(std::string xml) : xml_(std::move(xml)) {}
+
+  // [begin, end) of the first element from `from` whose opening tag starts with `open`
+  // (through its `close`), or nothing.
+  std::optional<std::pair<size_t, size_t>> Find(std::string_view open, std::string_view close, size_t from = 0) const {
+    size_t begin = xml_.find(open, from);
+    if (begin == std::string::npos) return std::nullopt;
+    size_t end = xml_.find(close, begin);
+    if (end == std::string::npos) return std::nullopt;
+    return std::pair{begin, end + close.size()};
+  }
+
+  // The text of the first <element>…</element> in `within`.
+  Status Text(std::string_view element, std::string_view text, std::pair<size_t, size_t> within) {
+    std::string open = fmt::format("<{}>", element);
+    auto found = Find(open, fmt::format("</{}>", element), within.first);
+    if (!found || found->second > within.second) return Missing(open);
+    size_t begin = found->first + open.size();
+    size_t end = found->second - element.size() - 3;
+    xml_.replace(begin, end - begin, EscapeMarkup(text));
+    return {};
+  }
+
+  // Attribute `name` of the first tag in `within` that starts with `tag`.
+  Status Attribute(std::string_view tag, std::string_view name, std::string_view value, std::pair<size_t, size_t> within) {
+    size_t at = xml_.find(tag, within.first);
+    size_t tag_end = at == std::string::npos ? at : xml_.find('>', at);
+    if (tag_end == std::string::npos || tag_end > within.second) return Missing(std::string(tag));
+    std::string key = fmt::format(" {}='", name);
+    size_t attr = xml_.find(key, at);
+    if (attr == std::string::npos || attr > tag_end) return Missing(fmt::format("{} with {}=", tag, name));
+    size_t begin = attr + key.size();
+    size_t end = xml_.find('\'', begin);
+    if (end == std::string::npos || end > tag_end) return Missing(fmt::format("{} with {}=", tag, name));
+    xml_.replace(begin, end - begin, EscapeMarkup(value));
+    return {};
+  }
+
+  // The first tag from `from` that starts with `tag` has attribute `name`.
+  bool HasAttribute(std::string_view tag, std::string_view name, size_t from = 0) const {
+    size_t at = xml_.find(tag, from);
+    size_t tag_end = at == std::string::npos ? at : xml_.find('>', at);
+    if (tag_end == std::string::npos) return false;
+    size_t attr = xml_.find(fmt::format(" {}='", name), at);
+    return attr != std::string::npos && attr < tag_end;
+  }
+
+  static Status Missing(const std::string& what) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                fmt::format("the memory image's machine has no {} where berthd's machines have one", what));
+  }
+
+  std::string& xml() { return xml_; }
+
+ private:
+  std::string xml_;
+};
+
+constexpr std::pair<size_t, size_t> kAll{0, std::string::npos};
+
+}  // namespace
+
+Result<std::string> RebindDomainXml(std::string_view image_xml, const DomainSpec& spec, std::string_view genid) {
+  auto retargeted = RetargetDisks(image_xml, {{"vda", spec.root_disk}, {"vdb", spec.data_disk}});
+  if (!retargeted) return Fail(retargeted.error());
+  XmlEdit x(std::move(*retargeted));
+  auto ok = [](const Status& s) { return s.has_value(); };
+  // The machine's own name, uuid and generation ID come before its devices.
+  size_t devices = x.xml().find("<devices>");
+  if (devices == std::string::npos) return Fail(XmlEdit::Missing("<devices>").error());
+  std::pair<size_t, size_t> head{0, devices};
+  if (!x.Find("<genid>", "</genid>") || x.Find("<genid>", "</genid>")->second > devices) {
+    return Fail(ErrorCode::kFailedPrecondition,
+                "the memory image's machine has no generation ID device (it was taken before berthd gave its machines "
+                "one): resumed as another machine, its guest would not know to reseed its random numbers");
+  }
+  for (auto [element, value] : {std::pair{"name", std::string_view(spec.name)},
+                                std::pair{"uuid", std::string_view(spec.uuid)}, std::pair{"genid", genid}}) {
+    if (auto done = x.Text(element, value, head); !ok(done)) return Fail(done.error());
+  }
+  // fw_cfg: QEMU opens the token file as it starts, under the new uid.
+  if (auto done = x.Attribute("<entry name='opt/berth/token'", "file", spec.token_file, kAll); !ok(done)) {
+    return Fail(done.error());
+  }
+  if (auto hostname = x.Find("<entry name='opt/berth/hostname'>", "</entry>"); hostname && !spec.hostname.empty()) {
+    size_t begin = hostname->first + std::string_view("<entry name='opt/berth/hostname'>").size();
+    x.xml().replace(begin, hostname->second - std::string_view("</entry>").size() - begin, EscapeMarkup(spec.hostname));
+  }
+  // The console's file, in <serial> and in <console>.
+  for (auto [open, close] : {std::pair{"<serial type='file'>", "</serial>"}, std::pair{"<console type='file'>", "</console>"}}) {
+    auto block = x.Find(open, close);
+    if (!block) return Fail(XmlEdit::Missing(open).error());
+    if (auto done = x.Attribute("<source ", "path", spec.serial_log, *block); !ok(done)) return Fail(done.error());
+  }
+  // The VNC server's socket: on its <listen>, and on <graphics> itself where libvirt writes it.
+  auto graphics = x.Find("<graphics type='vnc'", "</graphics>");
+  if (!graphics) return Fail(XmlEdit::Missing("<graphics type='vnc'>").error());
+  if (auto done = x.Attribute("<listen type='socket'", "socket", spec.vnc_socket, *graphics); !ok(done)) {
+    return Fail(done.error());
+  }
+  if (x.HasAttribute("<graphics type='vnc'", "socket")) {
+    if (auto done = x.Attribute("<graphics type='vnc'", "socket", spec.vnc_socket, kAll); !ok(done)) return Fail(done.error());
+  }
+  if (spec.agent_channel == AgentChannel::kVsock) {
+    auto vsock = x.Find("<vsock ", "</vsock>");
+    if (!vsock) return Fail(XmlEdit::Missing("<vsock>").error());
+    if (auto done = x.Attribute("<cid ", "address", std::to_string(spec.vsock_cid), *vsock); !ok(done)) {
+      return Fail(done.error());
+    }
+  }
+  // QEMU's uid: the new workspace's, for the process and (in libvirt's live XML) its images.
+  if (spec.run_as_uid != 0) {
+    std::string label = fmt::format("+{}:+{}", spec.run_as_uid, spec.run_as_gid);
+    for (std::string_view element : {"label", "imagelabel"}) {
+      auto seclabel = x.Find("<seclabel type='static' model='dac'", "</seclabel>");
+      if (!seclabel) return Fail(XmlEdit::Missing("<seclabel type='static' model='dac'>").error());
+      if (element == "imagelabel" && !x.Find("<imagelabel>", "</imagelabel>", seclabel->first)) break;
+      if (auto done = x.Text(element, label, *seclabel); !ok(done)) return Fail(done.error());
+    }
+  }
+  // The NIC's arguments: the value after -netdev and the one after -device (libvirt passes
+  // them to QEMU as they are and checks neither).
+  auto [netdev, nic] = NicArgs(spec);
+  for (auto [flag, value] : {std::pair{"-netdev", std::string_view(netdev)}, std::pair{"-device", std::string_view(nic)}}) {
+    std::string flag_tag = fmt::format("<qemu:arg value='{}'/>", flag);
+    auto at = x.Find(flag_tag, "/>");
+    if (!at) return Fail(XmlEdit::Missing(flag_tag).error());
+    if (auto done = x.Attribute("<qemu:arg ", "value", value, {at->second, x.xml().find("/>", at->second) + 2}); !ok(done)) {
+      return Fail(done.error());
+    }
+  }
+  return std::move(x.xml());
 }
 
 }  // namespace berth::hypervisor

@@ -1,4 +1,5 @@
-berth_add_test(unit_domain_xml NO_AGENT SOURCES unit/domain_xml_test.cc LIBS berth_controller_core
+berth_add_test(unit_domain_xml NO_AGENT SOURCES unit/domain_xml_test.cc unit/save_image_test.cc
+               LIBS berth_controller_core
                LABELS unit)
 target_compile_definitions(unit_domain_xml PRIVATE BERTH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 berth_add_test(unit_sqlite NO_AGENT SOURCES unit/sqlite_test.cc LIBS berth_controller_core LABELS unit)

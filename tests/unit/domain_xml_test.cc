@@ -2,7 +2,9 @@
 // XML shows up as a diff to review. BERTH_UPDATE_GOLDEN=1 rewrites the files.
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -302,4 +304,131 @@ TEST_CASE("disk sources: each disk's own file from libvirt's live XML, not its b
   CHECK(own.at("vda") == spec.root_disk);
   CHECK(own.at("vdb") == spec.data_disk);
   CHECK(ParseDiskSources("<domain><devices><disk type='file'><source file='/x'/>").empty());
+}
+
+namespace {
+
+std::string ReadGolden(const std::string& name) {
+  std::ifstream in(GoldenPath(name));
+  std::stringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+size_t Count(std::string_view text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string_view::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The fork's spec, as berthd would render it: every name, file, id and port its own.
+DomainSpec ForkSpec() {
+  DomainSpec spec = BaseSpec();
+  spec.name = "berth-ws_fork00000002";
+  spec.uuid = "99999999-8888-4777-8666-555555555555";
+  spec.accel = Accel::kKvm;
+  spec.agent_channel = AgentChannel::kVsock;
+  spec.vsock_cid = 1042;
+  spec.root_disk = "/var/lib/berth/workspaces/ws_fork00000002/root.qcow2";
+  spec.data_disk = "/var/lib/berth/workspaces/ws_fork00000002/data.qcow2";
+  spec.token_file = "/var/lib/berth/run/ws_fork00000002/token";
+  spec.hostname = "fork-2";
+  spec.serial_log = "/var/lib/berth/workspaces/ws_fork00000002/serial.log";
+  spec.vnc_socket = "/var/lib/berth/run/ws_fork00000002/vnc.sock";
+  spec.passt_socket = "/var/lib/berth/run/ws_fork00000002/passt.sock";
+  spec.mac = "52:54:00:00:00:02";
+  spec.run_as_uid = 2000042;
+  spec.run_as_gid = 107;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("domain XML: every machine has a generation ID device (a resumed memory can reseed its guest)", "[xml]") {
+  CHECK(Count(RenderDomainXml(BaseSpec()), "<genid/>") == 1);
+}
+
+TEST_CASE("rebind: a saved machine becomes the fork's: identity, files, uid and NIC; devices and addresses stay",
+          "[xml][checkpoints]") {
+  std::string saved = ReadGolden("saved_machine_vsock.xml");
+  REQUIRE(saved.find("ws_parent0001") != std::string::npos);
+  auto out = RebindDomainXml(saved, ForkSpec(), "abcdefab-cdef-4abc-8def-abcdefabcdef");
+  REQUIRE(out.has_value());
+  CheckGolden("rebound_machine_vsock.xml", *out);
+  // Nothing of the parent is left: no path, name, port, CID, uid or MAC of it.
+  CHECK(out->find("ws_parent0001") == std::string::npos);
+  CHECK(out->find("11111111-2222") == std::string::npos);
+  CHECK(out->find("0f0e0d0c") == std::string::npos);
+  CHECK(out->find("1007") == std::string::npos);
+  CHECK(out->find("2000007") == std::string::npos);
+  CHECK(out->find("00:00:01") == std::string::npos);
+  CHECK(out->find("backingStore") == std::string::npos);
+  CHECK(Count(*out, "<genid>abcdefab-cdef-4abc-8def-abcdefabcdef</genid>") == 1);
+  CHECK(Count(*out, "+2000042:+107") == 2);  // the label and the image label
+  CHECK(Count(*out, "/var/lib/berth/run/ws_fork00000002/vnc.sock") == 2);
+  CHECK(ParseDiskSources(*out) == std::map<std::string, std::string>{
+                                      {"vda", "/var/lib/berth/workspaces/ws_fork00000002/root.qcow2"},
+                                      {"vdb", "/var/lib/berth/workspaces/ws_fork00000002/data.qcow2"}});
+  // The machine QEMU loads the device state into is the image's: every address and model.
+  CHECK(Count(*out, "<address ") == Count(saved, "<address "));
+  CHECK(out->find("<controller type='usb' index='0' model='piix3-uhci'>") != std::string::npos);
+  CHECK(out->find("machine='pc-i440fx-7.2'") != std::string::npos);
+  // The same workspace again (an in-place restore) changes only the genid and the disks.
+  auto self = RebindDomainXml(saved, [] {
+    DomainSpec spec = ForkSpec();
+    spec.name = "berth-ws_parent0001";
+    spec.uuid = "11111111-2222-4333-8444-555555555555";
+    return spec;
+  }(), "0f0e0d0c-0b0a-4908-8706-050403020100");
+  REQUIRE(self.has_value());
+  CHECK(self->find("<name>berth-ws_parent0001</name>") != std::string::npos);
+}
+
+TEST_CASE("rebind: the forward transport's NIC gets the fork's forwarded port and MAC", "[xml][checkpoints]") {
+  std::string saved = ReadGolden("saved_machine_vsock.xml");
+  DomainSpec spec = ForkSpec();
+  spec.passt_socket.clear();
+  spec.forward_port = 40123;
+  spec.agent_channel = AgentChannel::kForward;
+  auto out = RebindDomainXml(saved, spec, "abcdefab-cdef-4abc-8def-abcdefabcdef");
+  REQUIRE(out.has_value());
+  CHECK(out->find("<qemu:arg value='user,id=n0,hostfwd=tcp:127.0.0.1:40123-:1024'/>") != std::string::npos);
+  CHECK(out->find("<qemu:arg value='virtio-net-pci,netdev=n0,addr=0x18,mac=52:54:00:00:00:02'/>") != std::string::npos);
+  CHECK(out->find("passt.sock") == std::string::npos);
+}
+
+TEST_CASE("rebind: a path with markup in it is escaped, not spliced into the XML", "[xml][checkpoints]") {
+  DomainSpec spec = ForkSpec();
+  spec.serial_log = "/srv/it's <here>/serial.log";
+  auto out = RebindDomainXml(ReadGolden("saved_machine_vsock.xml"), spec, "abcdefab-cdef-4abc-8def-abcdefabcdef");
+  REQUIRE(out.has_value());
+  CHECK(Count(*out, "<source path='/srv/it&apos;s &lt;here&gt;/serial.log'/>") == 2);
+}
+
+TEST_CASE("rebind: an image without a generation ID device is refused: its guest could not know to reseed",
+          "[xml][checkpoints]") {
+  std::string saved = ReadGolden("saved_machine_vsock.xml");
+  size_t at = saved.find("  <genid>");
+  saved.erase(at, saved.find('\n', at) + 1 - at);
+  auto out = RebindDomainXml(saved, ForkSpec(), "abcdefab-cdef-4abc-8def-abcdefabcdef");
+  REQUIRE_FALSE(out.has_value());
+  CHECK(out.error().code == berth::ErrorCode::kFailedPrecondition);
+  CHECK(out.error().message.find("generation ID") != std::string::npos);
+}
+
+TEST_CASE("rebind: a machine without an element berthd's have is refused, naming it", "[xml][checkpoints]") {
+  for (auto [cut_from, cut_to, named] :
+       {std::tuple{"    <graphics", "</graphics>\n", "graphics"}, std::tuple{"    <vsock", "</vsock>\n", "vsock"},
+        std::tuple{"    <entry name='opt/berth/token'", "/>\n", "opt/berth/token"},
+        std::tuple{"    <qemu:arg value='-netdev'/>", "/>\n", "-netdev"}}) {
+    std::string saved = ReadGolden("saved_machine_vsock.xml");
+    size_t at = saved.find(cut_from);
+    REQUIRE(at != std::string::npos);
+    saved.erase(at, saved.find(cut_to, at) + std::string_view(cut_to).size() - at);
+    auto out = RebindDomainXml(saved, ForkSpec(), "abcdefab-cdef-4abc-8def-abcdefabcdef");
+    INFO(named);
+    REQUIRE_FALSE(out.has_value());
+    CHECK(out.error().code == berth::ErrorCode::kFailedPrecondition);
+    CHECK(out.error().message.find(named) != std::string::npos);
+  }
 }
