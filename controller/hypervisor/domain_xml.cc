@@ -396,14 +396,24 @@ Result<std::string> RebindDomainXml(std::string_view image_xml, const DomainSpec
     if (!block) return Fail(XmlEdit::Missing(open).error());
     if (auto done = x.Attribute("<source ", "path", spec.serial_log, *block); !ok(done)) return Fail(done.error());
   }
-  // The VNC server's socket: on its <listen>, and on <graphics> itself where libvirt writes it.
+  // The VNC server's socket: on <graphics> itself (a save image's XML has only that: libvirt
+  // leaves the <listen> out of the migratable form, measured), and on its <listen> where
+  // there is one (the live form has both).
   auto graphics = x.Find("<graphics type='vnc'", "</graphics>");
   if (!graphics) return Fail(XmlEdit::Missing("<graphics type='vnc'>").error());
-  if (auto done = x.Attribute("<listen type='socket'", "socket", spec.vnc_socket, *graphics); !ok(done)) {
-    return Fail(done.error());
+  bool listen = x.Find("<listen type='socket'", "/>", graphics->first).has_value() &&
+                x.Find("<listen type='socket'", "/>", graphics->first)->second <= graphics->second;
+  if (!x.HasAttribute("<graphics type='vnc'", "socket") && !listen) {
+    return Fail(XmlEdit::Missing("<graphics type='vnc'> socket").error());
   }
   if (x.HasAttribute("<graphics type='vnc'", "socket")) {
     if (auto done = x.Attribute("<graphics type='vnc'", "socket", spec.vnc_socket, kAll); !ok(done)) return Fail(done.error());
+  }
+  if (listen) {
+    auto block = x.Find("<graphics type='vnc'", "</graphics>");
+    if (auto done = x.Attribute("<listen type='socket'", "socket", spec.vnc_socket, *block); !ok(done)) {
+      return Fail(done.error());
+    }
   }
   if (spec.agent_channel == AgentChannel::kVsock) {
     auto vsock = x.Find("<vsock ", "</vsock>");

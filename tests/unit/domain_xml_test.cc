@@ -350,6 +350,8 @@ TEST_CASE("domain XML: every machine has a generation ID device (a resumed memor
 
 TEST_CASE("rebind: a saved machine becomes the fork's: identity, files, uid and NIC; devices and addresses stay",
           "[xml][checkpoints]") {
+  // The live form of a KVM machine with vsock and passt: <graphics> with its socket both as an
+  // attribute and on its <listen>, and the seclabel's image label.
   std::string saved = ReadGolden("saved_machine_vsock.xml");
   REQUIRE(saved.find("ws_parent0001") != std::string::npos);
   auto out = RebindDomainXml(saved, ForkSpec(), "abcdefab-cdef-4abc-8def-abcdefabcdef");
@@ -382,6 +384,30 @@ TEST_CASE("rebind: a saved machine becomes the fork's: identity, files, uid and 
   }(), "0f0e0d0c-0b0a-4908-8706-050403020100");
   REQUIRE(self.has_value());
   CHECK(self->find("<name>berth-ws_parent0001</name>") != std::string::npos);
+}
+
+TEST_CASE("rebind: the machine in a real save image (libvirt 9.0, the forward transport) becomes the fork's",
+          "[xml][checkpoints]") {
+  // saved_machine_forward.xml is the header XML of an image `virsh save` wrote of berthd's own
+  // TCG machine (paths and ids replaced): the migratable form, whose <graphics> has its
+  // socket as an attribute and no <listen>, and whose seclabel has no image label.
+  std::string saved = ReadGolden("saved_machine_forward.xml");
+  DomainSpec spec = ForkSpec();
+  spec.accel = Accel::kTcg;
+  spec.agent_channel = AgentChannel::kForward;
+  spec.passt_socket.clear();
+  spec.forward_port = 40124;
+  auto out = RebindDomainXml(saved, spec, "abcdefab-cdef-4abc-8def-abcdefabcdef");
+  REQUIRE(out.has_value());
+  CheckGolden("rebound_machine_forward.xml", *out);
+  CHECK(out->find("ws_parent0001") == std::string::npos);
+  CHECK(out->find("11111111-2222") == std::string::npos);
+  CHECK(out->find("2000007") == std::string::npos);
+  CHECK(out->find("00:00:01") == std::string::npos);
+  CHECK(out->find("<graphics type='vnc' socket='/var/lib/berth/run/ws_fork00000002/vnc.sock'>") != std::string::npos);
+  CHECK(out->find("<label>+2000042:+107</label>") != std::string::npos);
+  CHECK(out->find("hostfwd=tcp:127.0.0.1:40124-:1024") != std::string::npos);
+  CHECK(Count(*out, "<address ") == Count(saved, "<address "));
 }
 
 TEST_CASE("rebind: the forward transport's NIC gets the fork's forwarded port and MAC", "[xml][checkpoints]") {
