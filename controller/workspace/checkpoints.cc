@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include <boost/asio/async_result.hpp>
@@ -125,6 +126,83 @@ Status Rebase(const fs::path& layer, const std::optional<fs::path>& backing, boo
   auto status = RunCommand(argv, kRebaseTimeout);
   if (frozen) ::chmod(layer.c_str(), 0440);
   return status;
+}
+
+// The backing file a qcow2 layer's header names ("" for none), or nothing when the file cannot
+// be read as qcow2. The header is qemu-img's (berthd makes and rebases every layer; QEMU writes
+// only data clusters), read within the bounds the format sets.
+std::optional<std::string> BackingFile(const fs::path& layer) {
+  std::ifstream in(layer, std::ios::binary);
+  unsigned char header[20];
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return std::nullopt;
+  auto be = [&](int at, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | header[at + i];
+    return v;
+  };
+  if (be(0, 4) != 0x514649fb) return std::nullopt;  // "QFI\xfb"
+  uint64_t offset = be(8, 8);
+  uint64_t size = be(16, 4);
+  if (offset == 0 || size == 0) return std::string();
+  if (size > 1023) return std::nullopt;  // the format's own limit
+  std::string name(size, '\0');
+  if (!in.seekg(static_cast<std::streamoff>(offset)) || !in.read(name.data(), static_cast<std::streamsize>(size))) {
+    return std::nullopt;
+  }
+  return name;
+}
+
+// What deleting checkpoint `gone` does to the layers: the ones above it (its children's,
+// frozen, and the top's when it stands on it) are rebased onto what it stood on (its parent's
+// layers, or the image and nothing), and the rows change with them.
+struct Unlink {
+  std::vector<std::pair<int64_t, bool>> above;  // (generation, frozen)
+  std::optional<fs::path> root_backing;
+  std::optional<fs::path> data_backing;
+  store::DiskChange change;
+};
+
+Unlink PlanUnlink(const Workspace& ws, const store::Checkpoint& gone, const std::vector<store::Checkpoint>& rows,
+                  const Layout& layout, const fs::path& image_disk) {
+  Unlink plan;
+  auto parent = std::find_if(rows.begin(), rows.end(), [&](const store::Checkpoint& c) { return gone.parent == c.id; });
+  if (gone.parent && parent != rows.end()) {
+    plan.root_backing = layout.root_disk(parent->gen);
+    plan.data_backing = layout.data_disk(parent->gen);
+  } else {
+    plan.root_backing = image_disk;  // the data disk's first layer stands on nothing
+  }
+  for (const auto& c : rows) {
+    if (c.parent == gone.id && c.state == "ready") {
+      plan.above.emplace_back(c.gen, true);
+      plan.change.reparent.emplace_back(c.id, gone.parent);
+    }
+  }
+  if (ws.disk_parent == gone.id) plan.above.emplace_back(ws.disk_gen, false);
+  plan.change.removed.push_back(gone.id);
+  return plan;
+}
+
+Status RebaseAbove(const Layout& layout, const Unlink& plan) {
+  for (const auto& [gen, frozen] : plan.above) {
+    if (auto s = Rebase(layout.root_disk(gen), plan.root_backing, frozen); !s) return s;
+    if (auto s = Rebase(layout.data_disk(gen), plan.data_backing, frozen); !s) return s;
+  }
+  return {};
+}
+
+// Whether a delete of the checkpoint `plan` is for was cut short after it rebased a layer: one
+// of the layers above already stands on what the plan puts them on. (Before the rebase each
+// stands on the checkpoint's own layer; a rebase cut short leaves the layer on its old backing.)
+bool UnlinkStarted(const Layout& layout, const Unlink& plan) {
+  for (const auto& [gen, frozen] : plan.above) {
+    for (const auto& [layer, backing] : {std::pair{layout.root_disk(gen), plan.root_backing},
+                                         std::pair{layout.data_disk(gen), plan.data_backing}}) {
+      auto now = BackingFile(layer);
+      if (now && *now == (backing ? backing->string() : std::string())) return true;
+    }
+  }
+  return false;
 }
 
 // A row that never became a checkpoint; a failure leaves it to the next start-up's
@@ -617,46 +695,17 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
                                "delete the checkpoint",
                                Describe(gone), ws.name, StateName(ws.state)));
   }
-  // What the layers above it will stand on instead: its parent's, or the image (the data
-  // disk's first layer stands on nothing).
-  std::optional<store::Checkpoint> parent;
-  if (gone.parent) {
-    auto p = std::find_if(rows->begin(), rows->end(), [&](const store::Checkpoint& c) { return c.id == *gone.parent; });
-    if (p != rows->end()) parent = *p;
-  }
-  std::optional<fs::path> root_backing;
-  std::optional<fs::path> data_backing;
-  if (parent) {
-    root_backing = layout.root_disk(parent->gen);
-    data_backing = layout.data_disk(parent->gen);
-  } else {
-    auto image = images_.Get(ws.image, ws.image_version);
-    if (!image) co_return Fail(image.error());
-    root_backing = image->disk;
-  }
-  // The layers above it: its child checkpoints' and the top's.
-  store::DiskChange change;
-  std::vector<std::pair<int64_t, bool>> above;  // (generation, frozen)
-  for (const auto& c : *rows) {
-    if (c.parent == gone.id && c.state == "ready") {
-      above.emplace_back(c.gen, true);
-      change.reparent.emplace_back(c.id, gone.parent);
-    }
-  }
-  if (ws.disk_parent == gone.id) above.emplace_back(ws.disk_gen, false);
-  auto rebase = [&]() -> Status {
-    for (const auto& [gen, frozen] : above) {
-      if (auto s = Rebase(layout.root_disk(gen), root_backing, frozen); !s) return s;
-      if (auto s = Rebase(layout.data_disk(gen), data_backing, frozen); !s) return s;
-    }
-    return {};
-  };
+  // The layers above it stand on what it stood on from then on. Killed between the rebase and
+  // the commit, the next start-up finishes the delete (ReconcileDisks: UnlinkStarted).
+  auto image_disk = ImageDiskUnder(ws, gone, *rows);
+  if (!image_disk) co_return Fail(image_disk.error());
+  Unlink plan = PlanUnlink(ws, gone, *rows, layout, *image_disk);
+  auto rebase = [&] { return RebaseAbove(layout, plan); };
   if (auto s = co_await Blocking(std::move(rebase)); !s) co_return Fail(s.error());
 
   ws = a->record();
   if (ws.disk_parent == gone.id) ws.disk_parent = gone.parent;
-  change.removed.push_back(gone.id);
-  if (auto s = CommitDisks(*a, ws, change, "checkpoint_deleted", fmt::format("checkpoint {} deleted", Describe(gone)),
+  if (auto s = CommitDisks(*a, ws, plan.change, "checkpoint_deleted", fmt::format("checkpoint {} deleted", Describe(gone)),
                            EventData(gone), by);
       !s) {
     co_return Fail(s.error());
@@ -667,6 +716,15 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
   };
   co_await Blocking(std::move(remove));
   co_return gone;
+}
+
+Result<fs::path> WorkspaceService::ImageDiskUnder(const Workspace& ws, const store::Checkpoint& c,
+                                                 const std::vector<store::Checkpoint>& rows) {
+  bool on_parent = c.parent && std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.id == *c.parent; });
+  if (on_parent) return fs::path();
+  auto image = images_.Get(ws.image, ws.image_version);
+  if (!image) return Fail(image.error());
+  return fs::path(image->disk);
 }
 
 Status WorkspaceService::CommitDisks(Actor& actor, Workspace ws, const store::DiskChange& change,
@@ -692,6 +750,42 @@ Status WorkspaceService::CommitDisks(Actor& actor, Workspace ws, const store::Di
 
 // --- start-up ----------------------------------------------------------------------------------
 
+void WorkspaceService::FinishCutShortDeletes(Workspace& ws, const Layout& layout, std::vector<store::Checkpoint>& rows) {
+  // A checkpoint whose delete was killed after it rebased a layer above it: the layers above
+  // already stand (some of them) on what it stood on, and the store still has it. Finished as
+  // the delete would have: the rest rebased (a rebase done is done again as a no-op), then the
+  // commit; its layers go with the other strays.
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const store::Checkpoint c = rows[i];
+    if (c.state != "ready") continue;
+    auto image_disk = ImageDiskUnder(ws, c, rows);
+    if (!image_disk) continue;
+    Unlink plan = PlanUnlink(ws, c, rows, layout, *image_disk);
+    if (plan.above.empty() || !UnlinkStarted(layout, plan)) continue;
+    if (auto s = RebaseAbove(layout, plan); !s) {
+      spdlog::error("workspace {}: finishing the delete of checkpoint {}: {}", ws.id, c.id, s.error().message);
+      continue;
+    }
+    Workspace next = ws;
+    if (next.disk_parent == c.id) next.disk_parent = c.parent;
+    store::NewEvent line{Now(), "checkpoint_deleted",
+                         fmt::format("checkpoint {} deleted (finished at berthd's start)", Describe(c)), EventData(c),
+                         std::string(store::kSystemActor)};
+    line.data["state"] = std::string(StateName(ws.state));
+    auto added = store_.CommitDisks(next, plan.change, line);
+    if (!added) {
+      spdlog::error("workspace {}: finishing the delete of checkpoint {}: {}", ws.id, c.id, added.error().message);
+      continue;
+    }
+    spdlog::info("workspace {}: the delete of checkpoint {} was cut short; finished", ws.id, c.id);
+    ws = next;
+    auto again = store_.ListCheckpoints(ws.id);
+    if (!again) return;
+    rows = std::move(*again);
+    i = static_cast<size_t>(-1);  // from the start: its children have new parents
+  }
+}
+
 void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
   for (auto& ws : records) {
     if (ws.state == State::kDeleting) continue;
@@ -701,6 +795,7 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
       continue;
     }
     Layout layout = LayoutFor(ws.id);
+    FinishCutShortDeletes(ws, layout, *rows);
     // Where the domain's disks are, asked only when a row was cut short: a running VM's
     // checkpoint cut short after the hypervisor moved them is finished, not dropped. Unknown
     // (no domain, libvirt unreachable): as recorded.

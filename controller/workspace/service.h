@@ -398,6 +398,13 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // that neither the top nor a checkpoint owns (a checkpoint, restore or delete cut short)
   // removed. Updates `records` to what the store now says.
   void ReconcileDisks(std::vector<Workspace>& records);
+  // ReconcileDisks' first step: finishes the checkpoint deletes a kill cut short after their
+  // first rebase (`rows`, the workspace's checkpoints, is read again after each).
+  void FinishCutShortDeletes(Workspace& ws, const Layout& layout, std::vector<store::Checkpoint>& rows);
+  // The image's disk when checkpoint `c` stands on it (no parent among `rows`), else an empty
+  // path: what a delete rebases the root layers above `c` onto.
+  Result<std::filesystem::path> ImageDiskUnder(const Workspace& ws, const store::Checkpoint& c,
+                                               const std::vector<store::Checkpoint>& rows);
 
   // --- idle (idle.cc) ---
   Task<void> IdleLoop();

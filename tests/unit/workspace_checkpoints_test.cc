@@ -520,3 +520,55 @@ TEST_CASE("checkpoints: berthd killed after the VM moved and before the commit f
 
 }  // namespace
 }  // namespace berth::workspace
+
+namespace berth::workspace {
+namespace {
+
+TEST_CASE("checkpoints: a delete killed after its first rebase is finished at berthd's start, not left half done",
+          "[service][checkpoints][crash]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("halfdeleted");
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+  Layout layout = t.LayoutOf(ws);
+  auto first = t.Take(ws.id, "first");
+  auto second = t.Take(ws.id, "second");
+  REQUIRE(first.has_value());
+  REQUIRE(second.has_value());
+  REQUIRE(second->parent == first->id);
+  // What the delete of "first" leaves when berthd is killed between its rebases: the root layer
+  // of "second" already stands on the image, its data layer still on first's.
+  auto image = t.f.dir.path() / "images/base/v1/disk.qcow2";
+  fs::permissions(layout.root_disk(second->gen), fs::perms::owner_write, fs::perm_options::add);
+  REQUIRE(RunCommand({"qemu-img", "rebase", "-q", "-f", "qcow2", "-F", "qcow2", "-b", image.string(),
+                      layout.root_disk(second->gen).string()},
+                     std::chrono::seconds(60))
+              .has_value());
+  REQUIRE(BackingOf(layout.data_disk(second->gen)) == layout.data_disk(first->gen).string());
+  t.f.RestartService();
+
+  // Finished: the row is gone, "second" stands on nothing of it, its layers are gone.
+  auto rows = t.f.store->ListCheckpoints(ws.id);
+  REQUIRE(rows.has_value());
+  REQUIRE(rows->size() == 1);
+  CHECK(rows->front().id == second->id);
+  CHECK_FALSE(rows->front().parent.has_value());
+  CHECK(BackingOf(layout.root_disk(second->gen)) == image.string());
+  CHECK(BackingOf(layout.data_disk(second->gen)).empty());
+  CHECK_FALSE(fs::exists(layout.root_disk(first->gen)));
+  CHECK_FALSE(fs::exists(layout.data_disk(first->gen)));
+  auto events = t.f.store->ListEvents(ws.id, 0, 100);
+  REQUIRE(events.has_value());
+  CHECK(std::any_of(events->begin(), events->end(), [](const auto& e) {
+    return e.type == "checkpoint_deleted" && e.message.find("finished at berthd's start") != std::string::npos;
+  }));
+  // The workspace starts on its disks, and a restart with nothing cut short changes nothing.
+  t.f.RestartService();
+  CHECK(t.f.store->ListCheckpoints(ws.id)->size() == 1);
+  REQUIRE(t.f.Start(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+}
+
+}  // namespace
+}  // namespace berth::workspace
