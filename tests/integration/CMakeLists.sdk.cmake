@@ -12,7 +12,7 @@ add_test(NAME integration_sdk_python
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/python)
 # RESOURCE_LOCK: both SDKs' E2B quick-start ports serve on this host's port 3000 and write
 # /home/user/my-file (their "guest" is this host), so the two tests never run at once.
-set_tests_properties(integration_sdk_python PROPERTIES TIMEOUT 1200 LABELS integration
+set_tests_properties(integration_sdk_python PROPERTIES RUN_SERIAL TRUE TIMEOUT 1200 LABELS integration
   RESOURCE_LOCK berth_sdk_e2b_quickstart
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>;PYTHONDONTWRITEBYTECODE=1")
 

@@ -12,7 +12,7 @@ endif()
 add_test(NAME integration_sdk_ts COMMAND ${BERTH_NPM} test --silent
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/typescript)
 # RESOURCE_LOCK: see integration_sdk_python (port 3000 and /home/user on this host).
-set_tests_properties(integration_sdk_ts PROPERTIES TIMEOUT 900 LABELS integration
+set_tests_properties(integration_sdk_ts PROPERTIES RUN_SERIAL TRUE TIMEOUT 900 LABELS integration
   RESOURCE_LOCK berth_sdk_e2b_quickstart
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
 

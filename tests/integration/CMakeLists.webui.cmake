@@ -10,7 +10,7 @@ endif()
 add_test(NAME integration_webui
          COMMAND ${BERTH_NODE} webui.mjs --screenshots ${CMAKE_BINARY_DIR}/Testing/webui-screenshots
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/browser)
-set_tests_properties(integration_webui PROPERTIES TIMEOUT 600 LABELS integration
+set_tests_properties(integration_webui PROPERTIES RUN_SERIAL TRUE TIMEOUT 600 LABELS integration
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
 
 # A web terminal survives a network blip: the browser reaches berthd through a TCP proxy in the
@@ -20,7 +20,7 @@ set_tests_properties(integration_webui PROPERTIES TIMEOUT 600 LABELS integration
 add_test(NAME integration_webui_terminal_blip
          COMMAND ${BERTH_NODE} terminal_blip.mjs --screenshots ${CMAKE_BINARY_DIR}/Testing/webui-screenshots
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/browser)
-set_tests_properties(integration_webui_terminal_blip PROPERTIES TIMEOUT 300 LABELS integration
+set_tests_properties(integration_webui_terminal_blip PROPERTIES RUN_SERIAL TRUE TIMEOUT 300 LABELS integration
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
 
 # The desktop (issues 14 and 15): the Desktop tab and a shared link's desktop.html, noVNC on
@@ -32,5 +32,5 @@ set_tests_properties(integration_webui_terminal_blip PROPERTIES TIMEOUT 300 LABE
 add_test(NAME integration_webui_desktop
          COMMAND ${BERTH_NODE} desktop.mjs --screenshots ${CMAKE_BINARY_DIR}/Testing/webui-screenshots
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/browser)
-set_tests_properties(integration_webui_desktop PROPERTIES TIMEOUT 300 LABELS integration
+set_tests_properties(integration_webui_desktop PROPERTIES RUN_SERIAL TRUE TIMEOUT 300 LABELS integration
   ENVIRONMENT "BERTHD_BIN=$<TARGET_FILE:berthd>;BERTH_AGENT_BIN=$<TARGET_FILE:berth-agent>")
