@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <boost/asio/async_result.hpp>
@@ -126,30 +125,6 @@ Status Rebase(const fs::path& layer, const std::optional<fs::path>& backing, boo
   auto status = RunCommand(argv, kRebaseTimeout);
   if (frozen) ::chmod(layer.c_str(), 0440);
   return status;
-}
-
-// The backing file a qcow2 layer's header names ("" for none), or nothing when the file cannot
-// be read as qcow2. The header is qemu-img's (berthd makes and rebases every layer; QEMU writes
-// only data clusters), read within the bounds the format sets.
-std::optional<std::string> BackingFile(const fs::path& layer) {
-  std::ifstream in(layer, std::ios::binary);
-  unsigned char header[20];
-  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return std::nullopt;
-  auto be = [&](int at, int n) {
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v = (v << 8) | header[at + i];
-    return v;
-  };
-  if (be(0, 4) != 0x514649fb) return std::nullopt;  // "QFI\xfb"
-  uint64_t offset = be(8, 8);
-  uint64_t size = be(16, 4);
-  if (offset == 0 || size == 0) return std::string();
-  if (size > 1023) return std::nullopt;  // the format's own limit
-  std::string name(size, '\0');
-  if (!in.seekg(static_cast<std::streamoff>(offset)) || !in.read(name.data(), static_cast<std::streamsize>(size))) {
-    return std::nullopt;
-  }
-  return name;
 }
 
 // What deleting checkpoint `gone` does to the layers: the ones above it (its children's,

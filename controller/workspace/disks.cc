@@ -89,4 +89,25 @@ Status GrowDisk(const std::filesystem::path& path, int size_gib) {
                     std::chrono::seconds(60));
 }
 
+std::optional<std::string> BackingFile(const std::filesystem::path& layer) {
+  std::ifstream in(layer, std::ios::binary);
+  unsigned char header[20];
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) return std::nullopt;
+  auto be = [&](int at, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v = (v << 8) | header[at + i];
+    return v;
+  };
+  if (be(0, 4) != 0x514649fb) return std::nullopt;  // "QFI\xfb"
+  uint64_t offset = be(8, 8);
+  uint64_t size = be(16, 4);
+  if (offset == 0 || size == 0) return std::string();
+  if (size > 1023) return std::nullopt;  // the format's own limit
+  std::string name(size, '\0');
+  if (!in.seekg(static_cast<std::streamoff>(offset)) || !in.read(name.data(), static_cast<std::streamsize>(size))) {
+    return std::nullopt;
+  }
+  return name;
+}
+
 }  // namespace berth::workspace

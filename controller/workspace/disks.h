@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,9 @@ Status CreateBlankDisk(const std::filesystem::path& path, int size_gib);
 // left alone (the create makes it; QEMU refuses a broken one). The size is read from the qcow2
 // header, which QEMU writes and the guest cannot.
 Status GrowDisk(const std::filesystem::path& path, int size_gib);
+// The backing file the qcow2 layer at `path` names in its header ("" for none), or nothing
+// when it cannot be read as qcow2. The header is qemu-img's (berthd makes and rebases every
+// layer; QEMU writes only data clusters), read within the bounds the format sets.
+std::optional<std::string> BackingFile(const std::filesystem::path& path);
 
 }  // namespace berth::workspace

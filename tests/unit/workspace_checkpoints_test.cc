@@ -60,21 +60,8 @@ struct CheckpointFixture {
   }
 };
 
-// The backing file a qcow2 layer names in its header (offset 8: its offset, 16: its length,
-// big-endian).
-std::string BackingOf(const fs::path& layer) {
-  std::ifstream in(layer, std::ios::binary);
-  unsigned char header[20] = {};
-  in.read(reinterpret_cast<char*>(header), sizeof(header));
-  uint64_t offset = 0;
-  for (int i = 8; i < 16; ++i) offset = (offset << 8) | header[i];
-  uint32_t size = 0;
-  for (int i = 16; i < 20; ++i) size = (size << 8) | header[i];
-  std::string name(size, '\0');
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(name.data(), size);
-  return name;
-}
+// The backing file a qcow2 layer names ("" for none).
+std::string BackingOf(const fs::path& layer) { return BackingFile(layer).value_or("<not qcow2>"); }
 
 TEST_CASE("checkpoints: a running workspace's disks move onto new layers while it runs, after the guest synced",
           "[service][checkpoints]") {
