@@ -1,6 +1,7 @@
 #include "guest-agent/identity.h"
 
 #include <fcntl.h>
+#include <linux/random.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <spawn.h>
@@ -111,12 +112,38 @@ Status SetMac(const std::string& nic, const std::string& mac) {
   return {};
 }
 
+// Mixes `hex` (32 bytes) into the kernel's input pool, credited, and reseeds the CRNG from it
+// (random(4): RNDADDENTROPY, RNDRESEEDCRNG; root's).
+Status AddEntropy(const std::string& hex) {
+  alignas(rand_pool_info) unsigned char raw[sizeof(rand_pool_info) + 32] = {};
+  auto* info = reinterpret_cast<rand_pool_info*>(raw);
+  info->entropy_count = 256;
+  info->buf_size = 32;
+  for (size_t i = 0; i < 32; ++i) {
+    raw[sizeof(rand_pool_info) + i] = static_cast<unsigned char>(std::stoi(hex.substr(i * 2, 2), nullptr, 16));
+  }
+  int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(Failed("open /dev/urandom", errno));
+  int rc = ioctl(fd, RNDADDENTROPY, info);
+  if (rc == 0) rc = ioctl(fd, RNDRESEEDCRNG);
+  int err = errno;
+  close(fd);
+  if (rc != 0) return Fail(Failed("reseed the kernel's random number generator", err));
+  return {};
+}
+
 }  // namespace
 
 Result<protocol::IdentityApplied> ApplyIdentity(const protocol::IdentityRequest& request, const std::string& root) {
   protocol::IdentityApplied out;
   const bool guest = root == "/";
   fs::path etc = fs::path(root) / "etc";
+  // First: the SSH host keys made below come from the reseeded generator, not from the state
+  // every fork of one memory image shares.
+  if (!request.entropy.empty() && guest) {
+    if (auto done = AddEntropy(request.entropy); !done) return Fail(done.error());
+    out.applied.push_back("entropy");
+  }
   if (!request.hostname.empty()) {
     if (auto done = WriteFile(etc / "hostname", request.hostname + "\n", 0644, false); !done) return Fail(done.error());
     if (auto done = WriteFile(etc / "hosts", HostsWith(ReadFile(etc / "hosts"), request.hostname), 0644, false); !done) {

@@ -551,6 +551,52 @@ Result<v1::Checkpoint> BerthClient::DeleteCheckpoint(std::string_view ws, std::s
                 verb::delete_, target);
 }
 
+// --- forks and templates ------------------------------------------------------------------------
+
+Result<std::vector<v1::Workspace>> BerthClient::ForkCheckpoint(std::string_view ws, std::string_view cp,
+                                                               std::string_view name, int count,
+                                                               Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, "/checkpoints/" + http::PercentEncode(cp, false) + "/fork");
+  json body = {{"name", std::string(name)}, {"count", count}};
+  auto parse = [](const json& j) -> Result<std::vector<v1::Workspace>> {
+    std::vector<v1::Workspace> out;
+    if (auto read = v1::ReadList(j, "workspaces", "fork answer", 16, v1::WorkspaceFromJson, out); !read) {
+      return Fail(read.error());
+    }
+    return out;
+  };
+  return Parsed(Call(verb::post, target, body, deadline), parse, verb::post, target);
+}
+
+Result<v1::Workspace> BerthClient::ForkWorkspace(std::string_view name, std::string_view ws,
+                                                 Deadline deadline) const {
+  std::string target = Route("/v1/workspaces");
+  json body = {{"name", std::string(name)}, {"from", {{"workspace", std::string(ws)}}}};
+  return Parsed(Call(verb::post, target, body, deadline), v1::WorkspaceFromJson, verb::post, target);
+}
+
+Result<v1::Workspace> BerthClient::CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                                      Deadline deadline) const {
+  std::string target = Route("/v1/workspaces");
+  json body = {{"name", std::string(name)}, {"template", std::string(template_name)}};
+  return Parsed(Call(verb::post, target, body, deadline), v1::WorkspaceFromJson, verb::post, target);
+}
+
+Result<v1::Template> BerthClient::CreateTemplate(const v1::CreateTemplate& request, Deadline deadline) const {
+  std::string target = Route("/v1/templates");
+  return Parsed(Call(verb::post, target, v1::ToJson(request), deadline), v1::TemplateFromJson, verb::post, target);
+}
+
+Result<std::vector<v1::Template>> BerthClient::ListTemplates(Deadline deadline) const {
+  std::string target = Route("/v1/templates");
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::TemplateListFromJson, verb::get, target);
+}
+
+Result<v1::Template> BerthClient::DeleteTemplate(std::string_view name, Deadline deadline) const {
+  std::string target = Route("/v1/templates/" + http::PercentEncode(name, false));
+  return Parsed(Call(verb::delete_, target, std::nullopt, deadline), v1::TemplateFromJson, verb::delete_, target);
+}
+
 Result<CheckpointRestore> BerthClient::RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                                          const v1::RestoreCheckpoint& request,
                                                          Deadline deadline) const {

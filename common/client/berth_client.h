@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "common/v1/admin.h"
 #include "common/v1/checkpoint.h"
+#include "common/v1/template.h"
 #include "common/v1/events.h"
 #include "common/v1/preview.h"
 #include "common/v1/workspace.h"
@@ -219,6 +220,21 @@ class BerthClient {
   Result<CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                               const v1::RestoreCheckpoint& request,
                                               Deadline deadline) const;
+
+  // --- forks and templates (docs/api.md, "Forks", "Templates") ---
+  // New workspaces from a checkpoint (POST …/checkpoints/{cp}/fork): `count` of them, each
+  // `creating` (wait for running).
+  Result<std::vector<v1::Workspace>> ForkCheckpoint(std::string_view ws, std::string_view cp, std::string_view name,
+                                                    int count, Deadline deadline) const;
+  // A fork of a workspace as it is now (POST /v1/workspaces {name, from: {workspace}}): berthd
+  // checkpoints it first (with memory when it runs or is hibernated).
+  Result<v1::Workspace> ForkWorkspace(std::string_view name, std::string_view ws, Deadline deadline) const;
+  // A workspace made from a template (POST /v1/workspaces {name, template}).
+  Result<v1::Workspace> CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                           Deadline deadline) const;
+  Result<v1::Template> CreateTemplate(const v1::CreateTemplate& request, Deadline deadline) const;
+  Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) const;
+  Result<v1::Template> DeleteTemplate(std::string_view name, Deadline deadline) const;
 
   // --- tenants and keys (admin scope) ---
   Result<v1::Tenant> CreateTenant(std::string_view name, Deadline deadline) const;

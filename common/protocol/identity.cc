@@ -58,6 +58,7 @@ json ToJson(const IdentityRequest& r) {
   if (!r.machine_id.empty()) out["machine_id"] = r.machine_id;
   if (!r.mac.empty()) out["mac"] = r.mac;
   if (r.regenerate_ssh_host_keys) out["regenerate_ssh_host_keys"] = true;
+  if (!r.entropy.empty()) out["entropy"] = r.entropy;
   return out;
 }
 
@@ -65,7 +66,7 @@ Result<IdentityRequest> IdentityRequestFromJson(const json& j) {
   if (!j.is_object()) return Fail(ErrorCode::kInvalidArgument, "body must be a JSON object");
   for (const auto& [key, value] : j.items()) {
     if (key != "token" && key != "hostname" && key != "machine_id" && key != "mac" &&
-        key != "regenerate_ssh_host_keys") {
+        key != "regenerate_ssh_host_keys" && key != "entropy") {
       return Fail(ErrorCode::kInvalidArgument, fmt::format("unknown field '{}'", key));
     }
   }
@@ -75,7 +76,8 @@ Result<IdentityRequest> IdentityRequestFromJson(const json& j) {
   auto machine_id = OptionalString(j, "machine_id");
   auto mac = OptionalString(j, "mac");
   auto ssh = OptionalBool(j, "regenerate_ssh_host_keys");
-  for (const auto* r : {&token, &hostname, &machine_id, &mac}) {
+  auto entropy = OptionalString(j, "entropy");
+  for (const auto* r : {&token, &hostname, &machine_id, &mac, &entropy}) {
     if (!*r) return Fail(r->error());
   }
   if (!ssh) return Fail(ssh.error());
@@ -95,6 +97,13 @@ Result<IdentityRequest> IdentityRequestFromJson(const json& j) {
     if (auto ok = CheckMac(out.mac); !ok) return Fail(ok.error());
   }
   out.regenerate_ssh_host_keys = ssh->value_or(false);
+  out.entropy = entropy->value_or("");
+  if (entropy->has_value()) {
+    auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+    if (out.entropy.size() != 64 || !std::all_of(out.entropy.begin(), out.entropy.end(), hex)) {
+      return Fail(Invalid("entropy", "must be 64 lowercase hex digits").error());
+    }
+  }
   return out;
 }
 

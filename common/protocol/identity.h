@@ -25,13 +25,18 @@ struct IdentityRequest {
   std::string machine_id;  // 32 lowercase hex digits (machine-id(5)), not all zero
   std::string mac;         // the NIC's new address: "52:54:00:xx:xx:xx"-style, unicast
   bool regenerate_ssh_host_keys = false;  // new keys where the guest has any
+  // 64 lowercase hex digits (32 random bytes, the host's): mixed into the guest kernel's pool,
+  // which is then reseeded, so two forks of one memory never draw the same random bytes (the
+  // generation ID device asks the same of a kernel with its driver; this does not depend on it).
+  std::string entropy;
 };
 
 nlohmann::json ToJson(const IdentityRequest& request);
 // Validates every field: a bad one is invalid_argument naming it (nothing is applied).
 Result<IdentityRequest> IdentityRequestFromJson(const nlohmann::json& json);
 
-// What one call changed, in order: "hostname", "machine_id", "mac", "ssh_host_keys", "token".
+// What one call changed, in order: "hostname", "machine_id", "mac", "ssh_host_keys", "entropy",
+// "token".
 struct IdentityApplied {
   IdentityApplied() = default;
   std::vector<std::string> applied;

@@ -176,6 +176,7 @@ json ToJson(const Workspace& ws) {
     j["awake"] = std::move(awake);
   }
   if (ws.network) j["network"] = ToJson(*ws.network);
+  j["forked_from"] = OptionalJson(ws.forked_from);
   return j;
 }
 
@@ -204,7 +205,8 @@ Result<Workspace> WorkspaceFromJson(const json& j) {
       .Time("created_at", ws.created_at)
       .Time("updated_at", ws.updated_at)
       .OptTime("started_at", ws.started_at)
-      .OptTime("last_active_at", ws.last_active_at);
+      .OptTime("last_active_at", ws.last_active_at)
+      .OptString("forked_from", ws.forked_from);
   ReadIdleAction(r, idle_action, true);
   ReadState(r, ws.state);
   if (r.ok() && idle_action) ws.idle_action = *idle_action;

@@ -90,6 +90,8 @@ struct Workspace {
   std::optional<int64_t> last_active_at;
   std::optional<Awake> awake;  // only while running
   std::optional<NetworkPolicy> network;
+  // A fork's: the checkpoint (another workspace's) its disks were made on; null otherwise.
+  std::optional<std::string> forked_from;
 };
 nlohmann::json ToJson(const Workspace& ws);
 Result<Workspace> WorkspaceFromJson(const nlohmann::json& json);

@@ -27,7 +27,7 @@ Error ProbeError(const boost::system::error_code& ec, std::string_view step) {
 
 // One call to the agent, its answer a JSON object of at most kMaxActivityAnswer bytes.
 asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::verb verb, const char* target,
-                                                 std::chrono::milliseconds deadline) {
+                                                 std::chrono::milliseconds deadline, std::string body = {}) {
   auto endpoint = link.endpoint.ToAsio();
   if (!endpoint) co_return Fail(endpoint.error());
   auto executor = co_await asio::this_coro::executor;
@@ -38,9 +38,13 @@ asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::v
     auto [ec] = co_await stream.async_connect(*endpoint, kTuple);
     if (ec) co_return Fail(ProbeError(ec, "connect"));
   }
-  bhttp::request<bhttp::empty_body> req{verb, target, 11};
+  bhttp::request<bhttp::string_body> req{verb, target, 11};
   req.set(bhttp::field::host, "berth-agent");
   req.set(bhttp::field::authorization, "Bearer " + link.token);
+  if (!body.empty()) {
+    req.set(bhttp::field::content_type, "application/json");
+    req.body() = std::move(body);
+  }
   req.keep_alive(false);
   req.prepare_payload();
   {
@@ -78,6 +82,12 @@ asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& link, std
 
 asio::awaitable<Result<nlohmann::json>> SyncGuest(const AgentLink& link, std::chrono::milliseconds deadline) {
   co_return co_await AskAgent(link, bhttp::verb::post, "/v1/sync", deadline);
+}
+
+asio::awaitable<Result<nlohmann::json>> GiveIdentity(const AgentLink& link, protocol::IdentityRequest request,
+                                                     std::chrono::milliseconds deadline) {
+  std::string body = DumpJson(protocol::ToJson(request));
+  co_return co_await AskAgent(link, bhttp::verb::post, "/v1/identity", deadline, std::move(body));
 }
 
 }  // namespace berth::agent_client

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/identity.h"
 #include "controller/agent_client/agent_link.h"
 
 namespace berth::agent_client {
@@ -29,5 +30,11 @@ boost::asio::awaitable<Result<nlohmann::json>> ProbeActivity(const AgentLink& li
 // The same for POST /v1/sync: answers {"synced": true, "took_ms": N} once the guest's sync(2)
 // returned. An agent older than the call answers 404 (unavailable here).
 boost::asio::awaitable<Result<nlohmann::json>> SyncGuest(const AgentLink& link, std::chrono::milliseconds deadline);
+
+// POST /v1/identity with the guest's current token (a fork's, its parent's): answers
+// {"applied": [...]} once the guest has taken `request`'s identity; from then on only
+// request.token is accepted. An agent older than the call answers 404 (unavailable here).
+boost::asio::awaitable<Result<nlohmann::json>> GiveIdentity(const AgentLink& link, protocol::IdentityRequest request,
+                                                            std::chrono::milliseconds deadline);
 
 }  // namespace berth::agent_client

@@ -79,6 +79,7 @@ ApiServer::ApiServer(boost::asio::io_context& io, boost::asio::thread_pool& pool
   AddAgentRoutes(router_, ctx_);
   AddPreviewRoutes(router_, ctx_);
   AddCheckpointRoutes(router_, ctx_);
+  AddTemplateRoutes(router_, ctx_);
   if (options_.desktop) AddDesktopRoutes(router_, ctx_);
   if (options_.network) AddNetworkRoutes(router_, pool, *options_.network);
   if (options_.extra_routes) options_.extra_routes(router_);

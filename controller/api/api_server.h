@@ -110,6 +110,7 @@ void AddAgentRoutes(http::Router& router, ApiContext& ctx);
 void AddPreviewRoutes(http::Router& router, ApiContext& ctx);
 // /v1/workspaces/{ws}/checkpoints (checkpoint_routes.cc).
 void AddCheckpointRoutes(http::Router& router, ApiContext& ctx);
+void AddTemplateRoutes(http::Router& router, ApiContext& ctx);
 // desktop_routes.cc; needs ctx.desktop.
 void AddDesktopRoutes(http::Router& router, ApiContext& ctx);
 // desktop_routes.cc: whether a browser page at the request's Origin may open the desktop:

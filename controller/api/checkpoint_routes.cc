@@ -106,6 +106,34 @@ http::Task<void> Restore(ApiContext& ctx, http::Exchange& ex) {
   co_await ex.SendJson(status::ok, answer);
 }
 
+// POST …/checkpoints/{cp}/fork {name, count?, labels?}: new workspaces, 201 once recorded
+// (creating); their boots follow.
+http::Task<void> ForkFrom(ApiContext& ctx, http::Exchange& ex) {
+  if (!co_await Require(ex, Scope::kWrite)) co_return;
+  auto body = co_await ex.ReadJson();
+  if (!body) {
+    co_await ex.SendError(body.error());
+    co_return;
+  }
+  auto request =
+      workspace::ParseForkCheckpointRequest(*body, std::string(ex.param("ws")), std::string(ex.param("cp")));
+  if (!request) {
+    co_await ex.SendError(request.error());
+    co_return;
+  }
+  request->by = ActorOf(ex);
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  auto forked = co_await ctx.service.Fork(tenant, std::move(*request));
+  if (!forked) {
+    co_await ex.SendError(forked.error());
+    co_return;
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& ws : *forked) list.push_back(WorkspaceJson(ws));
+  nlohmann::json answer = {{"workspaces", std::move(list)}};
+  co_await ex.SendJson(status::created, answer);
+}
+
 }  // namespace
 
 void AddCheckpointRoutes(http::Router& router, ApiContext& ctx) {
@@ -116,6 +144,8 @@ void AddCheckpointRoutes(http::Router& router, ApiContext& ctx) {
              [&ctx](http::Exchange& ex) { return Delete(ctx, ex); });
   router.Add(verb::post, "/v1/workspaces/{ws}/checkpoints/{cp}/restore",
              [&ctx](http::Exchange& ex) { return Restore(ctx, ex); });
+  router.Add(verb::post, "/v1/workspaces/{ws}/checkpoints/{cp}/fork",
+             [&ctx](http::Exchange& ex) { return ForkFrom(ctx, ex); });
 }
 
 }  // namespace berth::api

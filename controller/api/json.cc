@@ -72,6 +72,7 @@ v1::Workspace WorkspaceWire(const workspace::Workspace& ws,
   out.updated_at = ws.updated_at;
   out.started_at = ws.started_at;
   out.last_active_at = ws.last_active_at;
+  out.forked_from = ws.from_checkpoint;
   if (awake && ws.state == workspace::State::kRunning) {
     v1::Awake wire;
     wire.reasons = awake->reasons;
@@ -105,6 +106,24 @@ v1::ApiKey KeyWire(const store::ApiKey& k) {
   out.last_used_at = k.last_used_at;
   out.revoked_at = k.revoked_at;
   return out;
+}
+
+v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Template& t) {
+  v1::Template wire;
+  wire.id = t.id;
+  wire.name = t.name;
+  wire.workspace_id = t.workspace_id;
+  wire.checkpoint_id = t.checkpoint_id;
+  wire.created_by = t.created_by;
+  wire.created_at = t.created_at;
+  if (auto ws = service.Get(t.tenant_id, t.workspace_id)) {
+    wire.workspace = ws->name;
+    wire.image = ws->image;
+    wire.cpus = ws->vcpus;
+    wire.memory_mib = ws->memory_mib;
+    wire.disk_gib = ws->disk_gib;
+  }
+  return wire;
 }
 
 v1::Checkpoint CheckpointWire(const store::Checkpoint& c, int64_t size_bytes) {

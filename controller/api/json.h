@@ -13,6 +13,7 @@
 #include "common/v1/admin.h"
 #include "common/v1/checkpoint.h"
 #include "common/v1/events.h"
+#include "common/v1/template.h"
 #include "common/v1/workspace.h"
 #include "controller/store/store.h"
 #include "controller/workspace/service.h"
@@ -34,6 +35,9 @@ v1::ApiKey KeyWire(const store::ApiKey& key);
 v1::Event EventWire(const store::Event& event);
 // `size_bytes`: what its layers take (WorkspaceService::GetCheckpoint), 0 for one deleted.
 v1::Checkpoint CheckpointWire(const store::Checkpoint& checkpoint, int64_t size_bytes);
+// A template with what a workspace made from it is: its source's image and size (read from the
+// source while it is there; it cannot be deleted while the template is).
+v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Template& t);
 
 // The same as JSON.
 nlohmann::json WorkspaceJson(const workspace::Workspace& ws,

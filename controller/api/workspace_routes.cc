@@ -39,12 +39,29 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(body.error());
     co_return;
   }
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  if (workspace::IsForkRequest(*body)) {
+    // {"from": {...}}: a fork (controller/workspace/forks.cc).
+    auto fork = workspace::ParseForkRequest(*body);
+    if (!fork) {
+      co_await ex.SendError(fork.error());
+      co_return;
+    }
+    fork->by = ActorOf(ex);
+    auto forked = co_await ctx.service.Fork(tenant, std::move(*fork));
+    if (!forked) {
+      co_await ex.SendError(forked.error());
+      co_return;
+    }
+    Result<Workspace> ws = std::move(forked->front());
+    co_await SendWorkspace(ctx, ex, status::created, ws);
+    co_return;
+  }
   auto request = workspace::ParseCreateRequest(*body);
   if (!request) {
     co_await ex.SendError(request.error());
     co_return;
   }
-  std::string tenant = PrincipalOf(ex).tenant_id;
   std::string key(ex.header("Idempotency-Key"));
   request->by = ActorOf(ex);
   auto created = co_await ctx.service.Create(tenant, *request, key);

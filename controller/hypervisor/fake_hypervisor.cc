@@ -154,6 +154,12 @@ Status FakeHypervisor::RestoreMemory(const std::string& memory_file, const Domai
   Pass("RestoreMemory");
   std::lock_guard lock(mutex_);
   if (auto s = Enter("RestoreMemory"); !s) return s;
+  return RestoreLocked(memory_file, spec, true);
+}
+
+// Under mutex_. `same_machine`: libvirt's ABI check, the memory's domain and this definition
+// must be the same machine (a rebound image was made this definition's first).
+Status FakeHypervisor::RestoreLocked(const std::string& memory_file, const DomainSpec& spec, bool same_machine) {
   std::ifstream in(memory_file, std::ios::binary);
   std::string magic;
   std::string domain;
@@ -162,8 +168,7 @@ Status FakeHypervisor::RestoreMemory(const std::string& memory_file, const Domai
       magic + "\n" != kFakeMemoryMagic) {
     return Fail(ErrorCode::kInvalidArgument, "not a memory image: " + memory_file);
   }
-  // libvirt's ABI check: the memory's domain and this definition must be the same machine.
-  if (domain != spec.name) {
+  if (same_machine && domain != spec.name) {
     return Fail(ErrorCode::kFailedPrecondition,
                 fmt::format("Target domain name '{}' does not match source '{}'", spec.name, domain));
   }
@@ -214,6 +219,17 @@ std::optional<std::pair<std::string, std::string>> FakeHypervisor::RestoredForTe
   auto it = domains_.find(name);
   if (it == domains_.end() || it->second.restored_from.empty()) return std::nullopt;
   return std::pair{it->second.restored_from, it->second.restored_root};
+}
+
+Status FakeHypervisor::RestoreMemoryAs(const std::string& memory_file, const DomainSpec& spec,
+                                      const std::string& scratch) {
+  Pass("RestoreMemoryAs");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("RestoreMemoryAs"); !s) return s;
+  if (scratch.empty() || scratch == memory_file) {
+    return Fail(ErrorCode::kInvalidArgument, "a rebound restore needs a scratch file of its own");
+  }
+  return RestoreLocked(memory_file, spec, false);
 }
 
 Result<std::map<std::string, std::string>> FakeHypervisor::DiskSources(const std::string& name) {

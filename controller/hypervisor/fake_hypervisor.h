@@ -25,6 +25,7 @@ class FakeHypervisor : public Hypervisor {
   // root layer it matches, which RestoreMemory checks the way libvirt checks the machine.
   Result<SnapshotTaken> Snapshot(const std::string& name, const SnapshotSpec& snapshot) override;
   Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) override;
+  Status RestoreMemoryAs(const std::string& memory_file, const DomainSpec& spec, const std::string& scratch) override;
   Status Settle(const std::string&, std::chrono::seconds) override { return {}; }  // no job outlives a call
   Status CopySave(const std::string& name, const std::string& dest) override;
   Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;
@@ -67,6 +68,7 @@ class FakeHypervisor : public Hypervisor {
   };
   Status Enter(const std::string& method);
   void Pass(const std::string& method);
+  Status RestoreLocked(const std::string& memory_file, const DomainSpec& spec, bool same_machine);
   struct Gate {
     enum { kArmed, kHolding, kOpen } state = kArmed;
   };

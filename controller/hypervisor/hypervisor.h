@@ -76,6 +76,11 @@ class Hypervisor {
   // machine is the one the memory was taken with, as the file defines it. The file is only
   // read.
   virtual Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) = 0;
+  // A fork: runs the defined, shut-off domain `spec.name` from another machine's memory file,
+  // as `spec`'s machine (RebindDomainXml) with a new generation ID. The rebound image is
+  // written to `scratch` (a new file of berthd's, 0600), restored from and removed; the memory
+  // file is only read.
+  virtual Status RestoreMemoryAs(const std::string& memory_file, const DomainSpec& spec, const std::string& scratch) = 0;
   // Waits, up to `timeout`, until libvirt runs no job for the domain: one that a berthd killed
   // during it had asked for (a snapshot writing its memory, a disk switch) goes on in libvirtd
   // after berthd is gone, and where the disks are is only known once it ends.

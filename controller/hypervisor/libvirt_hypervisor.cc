@@ -12,6 +12,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/random.h"
+#include "controller/hypervisor/save_image.h"
+
 namespace berth::hypervisor {
 namespace {
 
@@ -409,6 +412,49 @@ Status LibvirtHypervisor::RestoreMemory(const std::string& memory_file, const Do
     return Fail(LibvirtError("restore " + spec.name + " from its checkpoint's memory"));
   }
   return {};
+}
+
+Status LibvirtHypervisor::RestoreMemoryAs(const std::string& memory_file, const DomainSpec& spec,
+                                         const std::string& scratch) {
+  auto conn = Conn();
+  if (!conn) return Fail(conn.error());
+  int in = ::open(memory_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return Fail(ErrnoError(errno, "open " + memory_file));
+  auto close_in = [in] { ::close(in); };
+  auto head = ReadSaveImageHead(in);
+  if (!head) {
+    close_in();
+    return Fail(head.error());
+  }
+  // A new generation ID: the guest's kernel reseeds its random number generator on it.
+  std::string hex = RandomHex(16);
+  std::string genid = fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
+                                  hex.substr(16, 4), hex.substr(20));
+  auto xml = RebindDomainXml(head->xml, spec, genid);
+  if (!xml) {
+    close_in();
+    return Fail(xml.error());
+  }
+  ::unlink(scratch.c_str());
+  int out = ::open(scratch.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (out < 0) {
+    int err = errno;
+    close_in();
+    return Fail(ErrnoError(err, "create " + scratch));
+  }
+  auto written = WriteReboundImage(in, *head, *xml, out);
+  close_in();
+  ::close(out);
+  if (!written) {
+    ::unlink(scratch.c_str());
+    return written;
+  }
+  Status restored;
+  if (virDomainRestoreFlags(conn->get(), scratch.c_str(), nullptr, VIR_DOMAIN_SAVE_RUNNING) < 0) {
+    restored = Fail(LibvirtError("restore " + spec.name + " from another machine's memory"));
+  }
+  ::unlink(scratch.c_str());
+  return restored;
 }
 
 Result<std::map<std::string, std::string>> LibvirtHypervisor::DiskSources(const std::string& name) {

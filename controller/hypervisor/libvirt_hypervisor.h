@@ -53,6 +53,7 @@ class LibvirtHypervisor : public Hypervisor {
   Status Undefine(const std::string& name) override;
   Result<SnapshotTaken> Snapshot(const std::string& name, const SnapshotSpec& snapshot) override;
   Status RestoreMemory(const std::string& memory_file, const DomainSpec& spec) override;
+  Status RestoreMemoryAs(const std::string& memory_file, const DomainSpec& spec, const std::string& scratch) override;
   Status Settle(const std::string& name, std::chrono::seconds timeout) override;
   Status CopySave(const std::string& name, const std::string& dest) override;
   Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;

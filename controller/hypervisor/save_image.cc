@@ -1,12 +1,10 @@
 #include "controller/hypervisor/save_image.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -54,27 +52,10 @@ Status CheckHeader(std::string_view header) {
   return {};
 }
 
-// Waits until `fd` takes more bytes; false when `stop` was set first.
-bool WaitWritable(int fd, const std::atomic<bool>* stop) {
-  while (stop == nullptr || !stop->load()) {
-    pollfd p{fd, POLLOUT, 0};
-    int n = poll(&p, 1, 50);
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return true;  // the next write says what is wrong
-  }
-  return false;
-}
-
-Error Stopped() { return Error{ErrorCode::kUnavailable, "stopped before the reader took the whole memory image"}; }
-
-Status WriteAll(int fd, std::string_view bytes, const std::atomic<bool>* stop) {
+Status WriteAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     ssize_t n = write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      if (!WaitWritable(fd, stop)) return Fail(Stopped());
-      continue;
-    }
     if (n < 0) return Fail(ErrorCode::kInternal, fmt::format("write the memory image's header: {}", std::strerror(errno)));
     bytes.remove_prefix(static_cast<size_t>(n));
   }
@@ -145,64 +126,18 @@ std::string EncodeSaveImageHead(const SaveImageHead& head, std::string_view xml)
   return out;
 }
 
-Status WriteReboundImage(int image_fd, const SaveImageHead& head, std::string_view xml, int pipe,
-                         const std::atomic<bool>* stop) {
-  if (auto written = WriteAll(pipe, EncodeSaveImageHead(head, xml), stop); !written) return written;
+Status WriteReboundImage(int image_fd, const SaveImageHead& head, std::string_view xml, int out_fd) {
+  if (auto written = WriteAll(out_fd, EncodeSaveImageHead(head, xml)); !written) return written;
   auto offset = static_cast<loff_t>(head.stream_offset());
   while (true) {
-    ssize_t n = splice(image_fd, &offset, pipe, nullptr, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    ssize_t n = copy_file_range(image_fd, &offset, out_fd, nullptr, 64 << 20, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      if (!WaitWritable(pipe, stop)) return Fail(Stopped());
-      continue;
-    }
     if (n < 0) {
       return Fail(ErrorCode::kInternal,
-                  fmt::format("send the memory image's stream at byte {}: {}", offset, std::strerror(errno)));
+                  fmt::format("copy the memory image's stream at byte {}: {}", offset, std::strerror(errno)));
     }
     if (n == 0) return {};
   }
 }
-
-struct ReboundImageWriter::State {
-  std::atomic<bool> stop{false};
-  Status result;
-  std::thread thread;
-};
-
-ReboundImageWriter::ReboundImageWriter(int image_fd, SaveImageHead head, std::string xml, std::string fifo)
-    : state_(std::make_unique<State>()) {
-  state_->thread = std::thread([state = state_.get(), image_fd, head = std::move(head), xml = std::move(xml),
-                                fifo = std::move(fifo)] {
-    // Opening a FIFO to write blocks until a reader opens it: non-blocking and polled, so that
-    // a restore that fails before it opens the FIFO does not leave this thread waiting.
-    int fd = -1;
-    while (true) {
-      fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-      if (fd >= 0) break;
-      if (errno != ENXIO && errno != EINTR) {
-        state->result = Fail(ErrorCode::kInternal, fmt::format("open {}: {}", fifo, std::strerror(errno)));
-        return;
-      }
-      if (state->stop.load()) {
-        state->result = Fail(ErrorCode::kUnavailable, "the restore never opened the memory image's FIFO");
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    state->result = WriteReboundImage(image_fd, head, xml, fd, &state->stop);
-    close(fd);
-  });
-}
-
-Status ReboundImageWriter::Finish() {
-  if (state_->thread.joinable()) {
-    state_->stop.store(true);
-    state_->thread.join();
-  }
-  return state_->result;
-}
-
-ReboundImageWriter::~ReboundImageWriter() { (void)Finish(); }
 
 }  // namespace berth::hypervisor

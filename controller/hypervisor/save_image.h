@@ -5,18 +5,18 @@
 // NUL, the save cookie and a NUL, zero padding), then QEMU's migration stream to the end.
 //
 // libvirt refuses, through its own XML argument, a restore whose machine has another name,
-// uuid or generation ID than the image's. berthd resumes an image as a rebound machine (a new
-// generation ID for every resume, another workspace for a fork) by writing a copy of the image
-// with the new XML in its header into a FIFO that the restore reads: the stream is moved with
-// splice(2), never read by berthd nor copied to disk.
+// uuid or generation ID than the image's. berthd resumes an image as another machine (a fork:
+// another workspace, a new generation ID) by writing a copy of the image with the new XML in
+// its header, which libvirtd then restores from, reading it itself: a restore berthd asked for
+// completes even if berthd dies during it. (A FIFO that berthd writes while libvirtd reads
+// saves the copy, but a berthd killed mid-restore takes the writer with it: measured in the
+// crash suite, it left domains shut off that the restarted berthd took for running.)
 //
 // The image is written by libvirt (root) but holds the memory of a guest: every length read
 // from it is bounded before it is used.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 
@@ -49,31 +49,9 @@ Result<SaveImageHead> ReadSaveImageHead(int fd);
 // and was-running flag, and 64 KiB of padding as libvirt leaves (room for a later edit).
 std::string EncodeSaveImageHead(const SaveImageHead& head, std::string_view xml);
 
-// Writes into `pipe` (the write end of a FIFO or pipe, blocking or not) the image `image_fd`
-// with `xml` as its machine: the new header and data, then the image's stream from
-// head.stream_offset() to its end, spliced. Fails when the reader goes (EPIPE: berthd ignores
-// SIGPIPE), the image ends early, or `stop` is set while the pipe is full.
-Status WriteReboundImage(int image_fd, const SaveImageHead& head, std::string_view xml, int pipe,
-                         const std::atomic<bool>* stop = nullptr);
-
-// Serves the rebound image at `fifo` (a FIFO the caller made) on a thread of its own until the
-// reader has read it to the end or gone, or until Finish(). The caller runs the restore that
-// reads `fifo`, then calls Finish(), which stops the thread and returns its result: a restore
-// that never opened the FIFO leaves "never opened"; one that succeeded may leave the end of the
-// image unread (QEMU stops at its stream's end marker, and a description of the devices follows
-// it), so the caller reads the result only when the restore failed, for the reason.
-class ReboundImageWriter {
- public:
-  ReboundImageWriter(int image_fd, SaveImageHead head, std::string xml, std::string fifo);
-  ~ReboundImageWriter();
-  ReboundImageWriter(const ReboundImageWriter&) = delete;
-  ReboundImageWriter& operator=(const ReboundImageWriter&) = delete;
-
-  Status Finish();
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
+// Writes to `out_fd` (a new file of berthd's) the image `image_fd` with `xml` as its machine:
+// the new header and data, then the image's stream from head.stream_offset() to its end, copied
+// in the kernel (copy_file_range: a clone of the blocks where the file system shares them).
+Status WriteReboundImage(int image_fd, const SaveImageHead& head, std::string_view xml, int out_fd);
 
 }  // namespace berth::hypervisor

@@ -211,6 +211,27 @@ CREATE TABLE checkpoints (
       // checkpoint whose memory the workspace's next start resumes instead of booting, committed
       // with the disks it matches and cleared when the workspace runs.
       "ALTER TABLE workspaces ADD COLUMN resume_memory TEXT;",
+      // 12: forks (controller/workspace/forks.cc). A fork's first layers are overlays on
+      // `from_checkpoint`'s (another workspace's, which cannot delete it while the fork lives);
+      // `fresh_identity` is 1 until the fork's guest has taken an identity of its own.
+      R"sql(
+ALTER TABLE workspaces ADD COLUMN from_checkpoint TEXT;
+ALTER TABLE workspaces ADD COLUMN fresh_identity INTEGER NOT NULL DEFAULT 0;
+)sql",
+      // 13: templates (controller/workspace/templates.cc): a tenant's checkpoint with memory
+      // under a name. The checkpoint's workspace cannot delete it (nor itself) while it is one.
+      R"sql(
+CREATE TABLE templates (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  workspace_id TEXT NOT NULL,
+  checkpoint_id TEXT NOT NULL,
+  created_by TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  UNIQUE (tenant_id, name)
+);
+)sql",
   };
   return kMigrations;
 }

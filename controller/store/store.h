@@ -99,6 +99,18 @@ struct Checkpoint {
   int64_t created_at = 0;
 };
 
+// A template (controller/workspace/templates.cc): a checkpoint with memory published under a
+// name for the tenant; new workspaces are forks of it.
+struct Template {
+  std::string id;  // "tpl_" + 16 hex characters
+  std::string tenant_id;
+  std::string name;
+  std::string workspace_id;  // the checkpoint's workspace
+  std::string checkpoint_id;
+  std::string created_by;
+  int64_t created_at = 0;
+};
+
 // What one disk change does to the checkpoint rows, in the transaction that moves the
 // workspace to its new generation (Store::CommitDisks).
 struct DiskChange {
@@ -168,6 +180,9 @@ class Store {
   Result<std::vector<Checkpoint>> ListCheckpoints(const std::string& workspace_id);
   // One of a workspace's checkpoints by id or name.
   Result<Checkpoint> GetCheckpoint(const std::string& workspace_id, const std::string& id_or_name);
+  // Any workspace's checkpoint by id (a fork's source, whose workspace the fork names only
+  // through it).
+  Result<Checkpoint> FindCheckpoint(const std::string& id);
   // In one transaction: `ws` as UpdateWorkspace writes it and its disk_gen and disk_parent,
   // the rows `change` names, and `event`. Commit point of every checkpoint, restore and
   // checkpoint deletion: before it the old disks are the workspace's, after it the new.
@@ -179,6 +194,14 @@ class Store {
   // isolation gets one on its next boot). not_found for an unknown id, resource_exhausted when
   // the range is full.
   Result<int64_t> AssignNetworkUid(const std::string& id, int64_t first, int64_t count);
+
+  // --- templates (store_templates.cc) ---
+  // already_exists for a name the tenant has.
+  Status InsertTemplate(const Template& t);
+  // By name; every tenant's for an empty `tenant_id`.
+  Result<std::vector<Template>> ListTemplates(const std::string& tenant_id);
+  Result<Template> GetTemplate(const std::string& tenant_id, const std::string& id_or_name);
+  Status DeleteTemplate(const std::string& id);
 
   // --- previews (store_previews.cc) ---
   // `token_hash` empty for a public preview.

@@ -81,6 +81,17 @@ Result<Checkpoint> Store::GetCheckpoint(const std::string& workspace_id, const s
   return ReadCheckpoint(*stmt);
 }
 
+Result<Checkpoint> Store::FindCheckpoint(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto stmt = db_.Prepare(fmt::format("SELECT {} FROM checkpoints WHERE id = ?", kColumns));
+  if (!stmt) return Fail(stmt.error());
+  stmt->Bind(1, id);
+  auto row = stmt->Step();
+  if (!row) return Fail(row.error());
+  if (!*row) return Fail(ErrorCode::kNotFound, fmt::format("no checkpoint {}", id));
+  return ReadCheckpoint(*stmt);
+}
+
 Result<Event> Store::CommitDisks(const workspace::Workspace& ws, const DiskChange& change, const NewEvent& event) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);

@@ -19,6 +19,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "common/random.h"
@@ -138,14 +139,17 @@ struct Unlink {
 };
 
 Unlink PlanUnlink(const Workspace& ws, const store::Checkpoint& gone, const std::vector<store::Checkpoint>& rows,
-                  const Layout& layout, const fs::path& image_disk) {
+                  const Layout& layout, const DiskBase& image_disk) {
   Unlink plan;
   auto parent = std::find_if(rows.begin(), rows.end(), [&](const store::Checkpoint& c) { return gone.parent == c.id; });
   if (gone.parent && parent != rows.end()) {
     plan.root_backing = layout.root_disk(parent->gen);
     plan.data_backing = layout.data_disk(parent->gen);
+  } else if (!image_disk.data.empty()) {
+    plan.root_backing = image_disk.root;  // a fork's first layers: its source's checkpoint
+    plan.data_backing = image_disk.data;
   } else {
-    plan.root_backing = image_disk;  // the data disk's first layer stands on nothing
+    plan.root_backing = image_disk.root;  // the data disk's first layer stands on nothing
   }
   for (const auto& c : rows) {
     if (c.parent == gone.id && c.state == "ready") {
@@ -656,6 +660,12 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
                                "restore another checkpoint) to delete this one",
                                ws.name, Describe(gone)));
   }
+  // A fork's disks stand on it, or on one above it: their QEMUs read its layers.
+  if (auto forks = ForksOn(ws, gone, *rows); !forks.empty()) {
+    co_return Fail(ErrorCode::kFailedPrecondition,
+                   fmt::format("checkpoint {} of workspace '{}' has forks or templates standing on it ({}): delete them first",
+                               Describe(gone), ws.name, fmt::join(forks, ", ")));
+  }
   // A running VM has its whole chain open: a layer under its top can be neither rebased nor
   // removed until it stops.
   bool live_chain = false;
@@ -693,13 +703,19 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
   co_return gone;
 }
 
-Result<fs::path> WorkspaceService::ImageDiskUnder(const Workspace& ws, const store::Checkpoint& c,
-                                                 const std::vector<store::Checkpoint>& rows) {
+Result<DiskBase> WorkspaceService::ImageDiskUnder(const Workspace& ws, const store::Checkpoint& c,
+                                                               const std::vector<store::Checkpoint>& rows) {
   bool on_parent = c.parent && std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.id == *c.parent; });
-  if (on_parent) return fs::path();
+  if (on_parent) return DiskBase{};
+  if (ws.from_checkpoint) {
+    auto source = store_.FindCheckpoint(*ws.from_checkpoint);
+    if (!source) return Fail(source.error());
+    Layout under = LayoutFor(source->workspace_id);
+    return DiskBase{under.root_disk(source->gen), under.data_disk(source->gen)};
+  }
   auto image = images_.Get(ws.image, ws.image_version);
   if (!image) return Fail(image.error());
-  return fs::path(image->disk);
+  return DiskBase{fs::path(image->disk), {}};
 }
 
 Status WorkspaceService::CommitDisks(Actor& actor, Workspace ws, const store::DiskChange& change,
@@ -770,6 +786,10 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
       continue;
     }
     Layout layout = LayoutFor(ws.id);
+    // A fork's rebound memory that a killed berthd left (libvirtd, if it still restores from it,
+    // holds it open).
+    std::error_code removed;
+    fs::remove(layout.rebound_memory(), removed);
     FinishCutShortDeletes(ws, layout, *rows);
     // Where the domain's disks are, asked only when a row was cut short: a running VM's
     // checkpoint cut short after the hypervisor moved them is finished, not dropped. Unknown

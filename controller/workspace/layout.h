@@ -56,6 +56,9 @@ struct Layout {
   std::filesystem::path checkpoint_dir(const std::string& id) const { return checkpoints_dir() / id; }
   std::filesystem::path memory_file(const std::string& id) const { return checkpoint_dir(id) / "memory.save"; }
   std::filesystem::path checkpoint_token(const std::string& id) const { return checkpoint_dir(id) / "token"; }
+  // A fork's first boot: its source checkpoint's memory, rebound as this machine (forks.cc),
+  // berthd's, 0600, removed once libvirtd has restored it (and at berthd's start).
+  std::filesystem::path rebound_memory() const { return dir / "fork.save"; }
   // 0600, berthd's (libvirt lends it to QEMU for fw_cfg); rewritten on every cold boot.
   std::filesystem::path token() const { return dir / "token"; }
   std::filesystem::path serial_log() const { return dir / "console.log"; }

@@ -58,6 +58,20 @@ Task<void> Sleep(std::chrono::milliseconds d) {
 
 }  // namespace
 
+namespace {
+
+// A stable MAC from the UUID: the guest keeps its interface name and DHCP lease; a fork has a
+// uuid, and so a MAC, of its own.
+std::string MacFor(const Workspace& ws) {
+  std::string hex;
+  for (char c : ws.uuid) {
+    if (std::isxdigit(static_cast<unsigned char>(c))) hex.push_back(static_cast<char>(std::tolower(c)));
+  }
+  return fmt::format("52:54:00:{}:{}:{}", hex.substr(0, 2), hex.substr(2, 2), hex.substr(4, 2));
+}
+
+}  // namespace
+
 hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const ImageVersion& image) const {
   auto layout = LayoutFor(ws.id);
   hypervisor::DomainSpec spec;
@@ -75,12 +89,7 @@ hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const Imag
   spec.screen = ws.screen;
   spec.serial_log = layout.serial_log().string();
   spec.vnc_socket = layout.vnc_socket().string();
-  // A stable MAC from the UUID: the guest keeps its interface name and DHCP lease.
-  std::string hex;
-  for (char c : ws.uuid) {
-    if (std::isxdigit(static_cast<unsigned char>(c))) hex.push_back(c);
-  }
-  spec.mac = fmt::format("52:54:00:{}:{}:{}", hex.substr(0, 2), hex.substr(2, 2), hex.substr(4, 2));
+  spec.mac = MacFor(ws);
   // The agent channel, the vsock CID and passt's socket are the transport's (BeforeStart).
   return spec;
 }
@@ -160,7 +169,8 @@ Task<void> WorkspaceService::FinishCreate(ActorPtr a) {
     fs::create_directories(layout.dir, ec);
     if (ec) return Fail(ErrnoError(ec.value(), "mkdir " + layout.dir.string()));
     fs::permissions(layout.dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
-    if (auto s = options_.make_disks(*image, layout, ws.disk_gib); !s) return Fail(s.error());
+    auto made = ws.from_checkpoint ? MakeForkDisks(ws, layout) : options_.make_disks(*image, layout, ws.disk_gib);
+    if (!made) return Fail(made.error());
     if (auto s = hypervisor_.Define(SpecFor(ws, *image)); !s) return Fail(s.error());
     return image;
   };
@@ -243,18 +253,29 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, BootFrom from, int at
     Status status;
     Workspace ws;
     hypervisor::DomainSpec spec;
+    std::string memory;   // the memory image a kMemory boot resumes
+    bool rebind = false;  // another workspace's (a fork's first boot)
   };
   auto prepare = [this, ws, layout, resume, from]() mutable -> Prepared {
-    Prepared out{Status{}, ws, {}};
+    Prepared out{Status{}, ws, {}, {}, false};
     auto image = images_.Get(ws.image, ws.image_version);
     if (!image) {
       out.status = Fail(image.error());
       return out;
     }
     if (from == BootFrom::kMemory) {
+      // The checkpoint is this workspace's (a restore) or its source's (a fork).
+      auto c = store_.FindCheckpoint(*ws.resume_memory);
+      if (!c) {
+        out.status = Fail(c.error());
+        return out;
+      }
+      Layout owner = LayoutFor(c->workspace_id);
+      out.memory = owner.memory_file(c->id).string();
+      out.rebind = c->workspace_id != ws.id;
       // The guest's agent holds the token of the boot the checkpoint was taken in; the disks
       // keep the size the guest's kernel knows.
-      std::ifstream in(layout.checkpoint_token(*ws.resume_memory));
+      std::ifstream in(owner.checkpoint_token(c->id));
       std::string token;
       std::getline(in, token);
       if (token.empty()) {
@@ -303,8 +324,9 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, BootFrom from, int at
   }
   auto name = ws.DomainName();
   auto spec = std::move(prepared.spec);
-  auto memory = from == BootFrom::kMemory ? LayoutFor(ws.id).memory_file(*ws.resume_memory).string() : "";
-  auto start = [this, resume, name, spec, memory]() -> Status {
+  auto memory = prepared.memory;
+  auto scratch = prepared.rebind ? layout.rebound_memory().string() : std::string();
+  auto start = [this, resume, name, spec, memory, scratch]() -> Status {
     if (!resume) {
       if (auto s = hypervisor_.Define(spec); !s) return s;
     }
@@ -312,7 +334,8 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, BootFrom from, int at
     // Up already: a berthd killed during the restore, which libvirt finished; the agent's
     // answer (with the checkpoint's token) says whether it is that guest.
     if (!memory.empty()) {
-      auto s = hypervisor_.RestoreMemory(memory, spec);
+      auto s = scratch.empty() ? hypervisor_.RestoreMemory(memory, spec)
+                               : hypervisor_.RestoreMemoryAs(memory, spec, scratch);
       auto state = s ? Result<DomainState>(DomainState::kShutoff) : hypervisor_.State(name);
       if (!s && state && *state == DomainState::kRunning) return Status{};
       return s;
@@ -336,7 +359,9 @@ Task<Status> WorkspaceService::BootOnce(const ActorPtr& a, BootFrom from, int at
                from == BootFrom::kDisk ? "booting" : (resume ? "resuming" : "resuming a checkpoint's memory"),
                attempt);
   auto wait = from == BootFrom::kDisk ? boot_timeout_ : options_.resume_timeout;
-  co_return co_await WaitForAgent(a, wait);
+  auto up = co_await WaitForAgent(a, wait);
+  if (!up || !a->record().fresh_identity) co_return up;
+  co_return co_await GiveIdentity(a, spec.mac);
 }
 
 Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
@@ -378,8 +403,10 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
         spdlog::warn("workspace {}: running its paused VM: {}", a->id(), resumed.error().message);
       }
     }
-    // Already up (berthd restarted during a boot): only the agent is left to wait for.
+    // Already up (berthd restarted during a boot): only the agent is left to wait for (and a
+    // fork's identity to give, again if it was given: the store says it was not).
     booted = co_await WaitForAgent(a, boot_timeout_);
+    if (booted && a->record().fresh_identity) booted = co_await GiveIdentity(a, MacFor(a->record()));
   } else {
     bool resume = *domain == DomainState::kSaved;
     BootFrom from = resume ? BootFrom::kSave : (a->record().resume_memory ? BootFrom::kMemory : BootFrom::kDisk);
@@ -457,6 +484,7 @@ Task<void> WorkspaceService::Boot(ActorPtr a, bool woken) {
   ws.error.reset();
   bool from_memory = ws.resume_memory.has_value();
   ws.resume_memory.reset();
+  ws.fresh_identity = false;  // given by this boot (BootOnce)
   ws.started_at = Now();
   ws.last_active_at = Now();
   ws.updated_at = Now();
@@ -568,6 +596,10 @@ Task<void> WorkspaceService::DeleteOp(ActorPtr a) {
     // The disks stay until the domain is gone: the reconciler retries.
     if (auto s = hypervisor_.Undefine(name); !s) return s;
     transport_->AfterStop(ws, LayoutFor(ws.id), false);
+    // A fork's uid reads its source's layers no more (the uid goes to another workspace later).
+    if (ws.from_checkpoint && ws.net_uid) {
+      ForgetSharedLayers(LayoutFor(ws.id), ws.disk_gen, static_cast<uid_t>(*ws.net_uid));
+    }
     if (options_.network) {
       // Its rules and resolver go now; anything left is dropped at the next start-up.
       if (auto s = options_.network->Remove(ws); !s) spdlog::warn("delete {}: network: {}", ws.id, s.error().message);

@@ -182,6 +182,116 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
   return r;
 }
 
+bool IsForkRequest(const json& body) {
+  return body.is_object() && (body.contains("from") || body.contains("template"));
+}
+
+namespace {
+
+// The fields both fork bodies share: name (required), labels, count (`count_allowed`).
+Status ParseForkFields(const json& body, ForkRequest& r, bool count_allowed) {
+  if (!body.contains("name") || !body["name"].is_string()) return Fail(Invalid("'name' is required (a string)"));
+  r.name = body["name"].get<std::string>();
+  if (body.contains("labels")) {
+    if (auto s = ValidateLabels(body["labels"]); !s) return Fail(s.error());
+    r.labels = body["labels"];
+  }
+  if (count_allowed && body.contains("count")) {
+    auto n = Integer(body, "count", 1, kMaxForksAtOnce);
+    if (!n) return Fail(n.error());
+    r.count = static_cast<int>(*n);
+  }
+  // Each fork's name, "-<count>" included, must be a workspace name.
+  std::string longest = r.count == 1 ? r.name : fmt::format("{}-{}", r.name, r.count);
+  if (auto s = ValidateWorkspaceName(r.name); !s) return Fail(s.error());
+  if (auto s = ValidateWorkspaceName(longest); !s) return Fail(s.error());
+  return {};
+}
+
+}  // namespace
+
+Result<ForkRequest> ParseForkRequest(const json& body) {
+  if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
+  const char* with = body.contains("template") ? "template" : "from";
+  for (const auto& [k, v] : body.items()) {
+    if (k == with || k == "name" || k == "labels") continue;
+    return Fail(Invalid(fmt::format("'{}' cannot be given with '{}': a fork has its source's image, size, settings "
+                                    "and network policy (only 'name' and 'labels' are its own)",
+                                    k, with)));
+  }
+  if (body.contains("template")) {
+    ForkRequest r;
+    if (!body["template"].is_string()) return Fail(Invalid("'template' must be a template's name"));
+    r.template_name = body["template"].get<std::string>();
+    if (auto s = ValidateName(r.template_name); !s) return Fail(s.error());
+    if (auto s = ParseForkFields(body, r, false); !s) return Fail(s.error());
+    return r;
+  }
+  const json& from = body["from"];
+  if (!from.is_object() || !from.contains("workspace") || !from["workspace"].is_string()) {
+    return Fail(Invalid("'from' must be {\"workspace\": ID or name, \"checkpoint\"?: ID or name}"));
+  }
+  for (const auto& [k, v] : from.items()) {
+    if (k != "workspace" && k != "checkpoint") return Fail(Invalid(fmt::format("unknown field 'from.{}'", k)));
+  }
+  ForkRequest r;
+  r.source = from["workspace"].get<std::string>();
+  if (r.source.empty() || r.source.size() > 128) return Fail(Invalid("'from.workspace' must be 1 to 128 characters"));
+  if (from.contains("checkpoint") && !from["checkpoint"].is_null()) {
+    if (!from["checkpoint"].is_string()) return Fail(Invalid("'from.checkpoint' must be a string"));
+    r.checkpoint = from["checkpoint"].get<std::string>();
+    if (r.checkpoint->empty() || r.checkpoint->size() > 128) {
+      return Fail(Invalid("'from.checkpoint' must be 1 to 128 characters"));
+    }
+  }
+  if (auto s = ParseForkFields(body, r, false); !s) return Fail(s.error());
+  return r;
+}
+
+Result<ForkRequest> ParseForkCheckpointRequest(const json& body, std::string source, std::string checkpoint) {
+  if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
+  for (const auto& [k, v] : body.items()) {
+    if (k != "name" && k != "count" && k != "labels") return Fail(Invalid(fmt::format("unknown field '{}'", k)));
+  }
+  ForkRequest r;
+  r.source = std::move(source);
+  r.checkpoint = std::move(checkpoint);
+  if (auto s = ParseForkFields(body, r, true); !s) return Fail(s.error());
+  return r;
+}
+
+Result<TemplateRequest> ParseTemplateRequest(const json& body) {
+  if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
+  for (const auto& [k, v] : body.items()) {
+    if (k == "script") {
+      return Fail(Invalid("templates made by a setup script are not built yet: run the script in a workspace and "
+                          "make the template from it ({\"from\": {\"workspace\": ...}})"));
+    }
+    if (k != "name" && k != "from") return Fail(Invalid(fmt::format("unknown field '{}'", k)));
+  }
+  TemplateRequest r;
+  if (!body.contains("name") || !body["name"].is_string()) return Fail(Invalid("'name' is required (a string)"));
+  r.name = body["name"].get<std::string>();
+  if (auto s = ValidateName(r.name); !s) return Fail(s.error());
+  const json* from = body.contains("from") ? &body["from"] : nullptr;
+  if (from == nullptr || !from->is_object() || !from->contains("workspace") || !(*from)["workspace"].is_string()) {
+    return Fail(Invalid("'from' must be {\"workspace\": ID or name, \"checkpoint\"?: ID or name}"));
+  }
+  for (const auto& [k, v] : from->items()) {
+    if (k != "workspace" && k != "checkpoint") return Fail(Invalid(fmt::format("unknown field 'from.{}'", k)));
+  }
+  r.workspace = (*from)["workspace"].get<std::string>();
+  if (r.workspace.empty() || r.workspace.size() > 128) return Fail(Invalid("'from.workspace' must be 1 to 128 characters"));
+  if (from->contains("checkpoint") && !(*from)["checkpoint"].is_null()) {
+    if (!(*from)["checkpoint"].is_string()) return Fail(Invalid("'from.checkpoint' must be a string"));
+    r.checkpoint = (*from)["checkpoint"].get<std::string>();
+    if (r.checkpoint->empty() || r.checkpoint->size() > 128) {
+      return Fail(Invalid("'from.checkpoint' must be 1 to 128 characters"));
+    }
+  }
+  return r;
+}
+
 bool SizeChanged(const Workspace& before, const Workspace& after) {
   return before.vcpus != after.vcpus || before.memory_mib != after.memory_mib ||
          before.disk_gib != after.disk_gib;

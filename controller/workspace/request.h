@@ -46,6 +46,36 @@ struct CreateRequest {
   network::Policy network;
 };
 Result<CreateRequest> ParseCreateRequest(const nlohmann::json& body);
+
+// A fork (forks.cc): POST /v1/workspaces {"name", "from": {"workspace", "checkpoint"?},
+// "labels"?} and POST /v1/workspaces/{ws}/checkpoints/{cp}/fork {"name", "count"?, "labels"?}.
+// A fork is its source's machine: image, size, settings, env and network policy are the
+// source's; only the name and labels are its own. With `count` > 1 the forks are named
+// "<name>-1" ... "<name>-<count>".
+inline constexpr int kMaxForksAtOnce = 16;
+struct ForkRequest {
+  std::string by;                         // as CreateRequest's
+  std::string name;
+  int count = 1;
+  std::string source;                     // the workspace forked (id or name)
+  std::optional<std::string> checkpoint;  // none: one is taken now (with memory when it runs or sleeps)
+  std::optional<nlohmann::json> labels;   // none: the source's
+  std::string template_name;              // POST /v1/workspaces {"template"}: the source and checkpoint are its
+};
+// Whether a POST /v1/workspaces body asks for a fork (it has "from" or "template").
+bool IsForkRequest(const nlohmann::json& body);
+Result<ForkRequest> ParseForkRequest(const nlohmann::json& body);
+Result<ForkRequest> ParseForkCheckpointRequest(const nlohmann::json& body, std::string source, std::string checkpoint);
+
+// POST /v1/templates {"name", "from": {"workspace", "checkpoint"?}}: a checkpoint with memory
+// published under a name (templates.cc).
+struct TemplateRequest {
+  std::string by;
+  std::string name;
+  std::string workspace;
+  std::optional<std::string> checkpoint;  // none: one with memory is taken now
+};
+Result<TemplateRequest> ParseTemplateRequest(const nlohmann::json& body);
 // A desktop screen size, "WIDTHxHEIGHT": width 640-3840 and a multiple of 8 (the guest's video
 // mode is), height 480-2160.
 Status ValidateScreen(std::string_view screen);

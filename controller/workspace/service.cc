@@ -80,6 +80,7 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
   if (!options_.clock) options_.clock = UnixNow;
   if (!options_.probe) options_.probe = agent_client::ProbeActivity;
   if (!options_.sync_guest) options_.sync_guest = agent_client::SyncGuest;
+  if (!options_.give_identity) options_.give_identity = agent_client::GiveIdentity;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;
   if (!options_.host_disk) options_.host_disk = StatHostDisk;
   if (!options_.kvm_works) {
@@ -279,16 +280,27 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
   ws.transport = std::string(transport_->name());
   ws.uuid = NewUuid();
   ws.created_at = ws.updated_at = Now();
-  if (ws.transport == "vsock") {
-    auto used = store_.UsedVsockCids();
-    if (!used) return Fail(used.error());
-    int64_t cid = 3;  // 0-2 are reserved (hypervisor, local, host)
-    std::sort(used->begin(), used->end());
-    for (int64_t u : *used) {
-      if (u == cid) ++cid;
-    }
-    ws.vsock_cid = cid;
+  if (auto s = AssignVsockCid(ws); !s) return Fail(s.error());
+  auto message = fmt::format("image {} {}, {} vCPU, {} MiB, {} GiB", ws.image,
+                             ws.image_version.substr(0, 12), ws.vcpus, ws.memory_mib, ws.disk_gib);
+  return Register(std::move(ws), *image, request.by, idempotency_key, message);
+}
+
+Status WorkspaceService::AssignVsockCid(Workspace& ws) {
+  if (ws.transport != "vsock") return {};
+  auto used = store_.UsedVsockCids();
+  if (!used) return Fail(used.error());
+  int64_t cid = 3;  // 0-2 are reserved (hypervisor, local, host)
+  std::sort(used->begin(), used->end());
+  for (int64_t u : *used) {
+    if (u == cid) ++cid;
   }
+  ws.vsock_cid = cid;
+  return {};
+}
+
+Result<CreateResult> WorkspaceService::Register(Workspace ws, const ImageVersion& image, const std::string& by,
+                                                const std::string& idempotency_key, const std::string& message) {
   // Held before the record exists (and with the workspace's directory, which keeps the hold
   // live): image collection never removes a version a workspace is about to be made from. A
   // version collected since Current() is reported like a missing one.
@@ -301,19 +313,17 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
     std::error_code ignored;
     fs::remove_all(layout.dir, ignored);
   };
-  if (auto held = images_.Hold(*image, ws.id, layout.root_disk(0)); !held) {
+  if (auto held = images_.Hold(image, ws.id, layout.root_disk(0)); !held) {
     forget();
     return Fail(held.error().code == ErrorCode::kNotFound ? ErrorCode::kFailedPrecondition
                                                           : held.error().code,
                 held.error().message);
   }
-  auto message = fmt::format("image {} {}, {} vCPU, {} MiB, {} GiB", ws.image,
-                             ws.image_version.substr(0, 12), ws.vcpus, ws.memory_mib, ws.disk_gib);
   // The record, its idempotency key and its "created" event in one transaction
   // (transitions.cc says why).
   store::NewEvent created{Now(), "created", message,
                           nlohmann::json{{"state", std::string(StateName(ws.state))}}};
-  if (!request.by.empty()) created.actor = request.by;
+  if (!by.empty()) created.actor = by;
   auto inserted = store_.InsertWorkspace(ws, created, idempotency_key);
   if (!inserted) {
     forget();
@@ -460,6 +470,11 @@ Task<Result<Workspace>> WorkspaceService::Delete(std::string tenant_id, std::str
   ActorPtr a = *found;
   auto step = [this, a]() -> Result<Workspace> {
     if (a->record().state == State::kDeleting) return a->record();
+    if (auto forks = ForksOf(a->record()); !forks.empty()) {
+      return Fail(ErrorCode::kFailedPrecondition,
+                  fmt::format("workspace '{}' has forks or templates standing on its checkpoints ({}): delete them first",
+                              a->record().name, fmt::join(forks, ", ")));
+    }
     if (auto s = Transition(*a, State::kDeleting, "deleting", ""); !s) return Fail(s.error());
     a->Enqueue([this, a] { return DeleteOp(a); });
     return a->record();

@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/identity.h"
 #include "controller/agent_client/agent_link.h"
 #include "controller/hypervisor/hypervisor.h"
 #include "controller/network/network_api.h"
@@ -111,6 +112,12 @@ struct ServiceOptions {
   // sync_deadline around it; a guest that fails it is checkpointed as it is.
   AgentCall sync_guest;
   std::chrono::milliseconds sync_deadline{30000};
+  // The identity call to a fork's agent (POST /v1/identity, forks.cc); replaced in unit tests.
+  // Its deadline covers new SSH host keys, made in the guest (seconds under TCG).
+  std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, protocol::IdentityRequest,
+                                             std::chrono::milliseconds)>
+      give_identity;
+  std::chrono::milliseconds identity_deadline{60000};
   // Disk creation; replaced in unit tests that run no qemu-img.
   std::function<Status(const ImageVersion&, const Layout&, int disk_gib)> make_disks;
   // Whether KVM works here (accel "auto"); replaced in unit tests.
@@ -143,6 +150,13 @@ struct RestoreResult {
   Workspace workspace;
   // The checkpoint of the state before the restore ("before_restore"), unless told not to.
   std::optional<store::Checkpoint> undo;
+};
+
+// What a workspace's first layers stand on (checkpoints.cc): `root` the image's disk and `data`
+// empty, or a fork's source checkpoint's two layers.
+struct DiskBase {
+  std::filesystem::path root;
+  std::filesystem::path data;
 };
 
 struct CreateResult {
@@ -211,6 +225,25 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
                                                    std::string checkpoint, std::string by = {});
   Task<Result<RestoreResult>> RestoreCheckpoint(std::string tenant_id, std::string id_or_name,
                                                 std::string checkpoint, bool undo, std::string by = {});
+
+  // --- forks (forks.cc) ------------------------------------------------------------------------
+  // New workspaces from a checkpoint of request.source (one taken now when none is named, with
+  // memory when the source runs or sleeps): their disks are overlays on the checkpoint's layers,
+  // and from a checkpoint with memory they resume it, its processes running. Each is a new
+  // machine before any request reaches it: its own agent token, hostname, machine-id, SSH host
+  // keys, MAC, generation ID and uid; one that cannot be given them is destroyed (error), never
+  // handed out. Answers once they are recorded (creating); their boots follow.
+  Task<Result<std::vector<Workspace>>> Fork(std::string tenant_id, ForkRequest request);
+
+  // --- templates (templates.cc) ---------------------------------------------------------------
+  // A checkpoint with memory published under a name for the tenant (one is taken now when none
+  // is named: the workspace must be running or hibernated); POST /v1/workspaces {template} forks
+  // it. The checkpoint stays its workspace's, which can delete neither it nor itself meanwhile.
+  Task<Result<store::Template>> CreateTemplate(std::string tenant_id, TemplateRequest request);
+  // Blocking (SQLite).
+  Result<std::vector<store::Template>> ListTemplates(const std::string& tenant_id);
+  Result<store::Template> GetTemplate(const std::string& tenant_id, const std::string& id_or_name);
+  Result<store::Template> DeleteTemplate(const std::string& tenant_id, const std::string& id_or_name);
 
   // --- the guest network (network_ops.cc; blocking: call them off I/O threads) --------------
   // "isolated", "off" or "failed" (v1::Health::network). Any thread; does not block.
@@ -339,6 +372,24 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
 
   // --- the operations (operations.cc), each queued on the actor ---
   Task<void> FinishCreate(ActorPtr actor);
+  // CreateBlocking's and ForkBlocking's last step, under both their locks: the image held, the
+  // record and its "created" event stored, the actor adopted and its FinishCreate queued.
+  // The lowest vsock CID no workspace has (vsock transport only), under create_mutex_.
+  Status AssignVsockCid(Workspace& ws);
+  Result<CreateResult> Register(Workspace ws, const ImageVersion& image, const std::string& by,
+                                const std::string& idempotency_key, const std::string& message);
+  Result<std::vector<Workspace>> ForkBlocking(const std::string& tenant_id, const Workspace& source,
+                                              const store::Checkpoint& checkpoint, const ForkRequest& request);
+  // A fork's first layers, overlays on its checkpoint's (forks.cc).
+  Status MakeForkDisks(const Workspace& ws, const Layout& layout);
+  // Gives a fork's guest, its agent up with its parent's token, an identity of its own (forks.cc).
+  Task<Status> GiveIdentity(const ActorPtr& actor, std::string mac);
+  // What stands on checkpoint `c` of `ws` (`rows`: its checkpoints): forks of it or of one
+  // above it, and templates of those ("template 'x'"). Deleting it would change their layers.
+  std::vector<std::string> ForksOn(const Workspace& ws, const store::Checkpoint& c,
+                                   const std::vector<store::Checkpoint>& rows) const;
+  // The forks and templates of any checkpoint of `ws`, by name.
+  std::vector<std::string> ForksOf(const Workspace& ws) const;
   Task<void> Boot(ActorPtr actor, bool woken);
   Task<void> StopOp(ActorPtr actor, bool force, std::string reason);
   Task<void> HibernateOp(ActorPtr actor, std::string reason);
@@ -401,9 +452,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // ReconcileDisks' first step: finishes the checkpoint deletes a kill cut short after their
   // first rebase (`rows`, the workspace's checkpoints, is read again after each).
   void FinishCutShortDeletes(Workspace& ws, const Layout& layout, std::vector<store::Checkpoint>& rows);
-  // The image's disk when checkpoint `c` stands on it (no parent among `rows`), else an empty
-  // path: what a delete rebases the root layers above `c` onto.
-  Result<std::filesystem::path> ImageDiskUnder(const Workspace& ws, const store::Checkpoint& c,
+  // What checkpoint `c`'s layers stand on when it has no parent among `rows`: the image's disk
+  // (and nothing under the data disk), or for a fork its source checkpoint's two layers; empty
+  // when it has a parent. What a delete rebases the layers above `c` onto.
+  Result<DiskBase> ImageDiskUnder(const Workspace& ws, const store::Checkpoint& c,
                                                const std::vector<store::Checkpoint>& rows);
 
   // --- idle (idle.cc) ---

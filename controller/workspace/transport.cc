@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <set>
 #include <optional>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "common/child_fds.h"
 #include "common/unique.h"
 #include "controller/network/passt.h"
+#include "controller/workspace/disks.h"
 
 namespace berth::workspace {
 namespace {
@@ -66,26 +69,63 @@ Status PrepareRunDir(const Layout& layout, const std::string& qemu_user) {
 // libvirt's relabelling under the shared QEMU user, may be libvirt-qemu's): this fixes them at
 // their next boot. The workspace directory is root's, so nothing in it is a link the uid
 // planted; lchown anyway. The frozen layers under the top (checkpoints.cc) stay root's, 0400,
-// with a POSIX ACL entry that lets the uid read them: its QEMU opens them as backing files and
-// can neither write them nor change their mode (QEMU runs with the kvm group, not the uid's, so
-// a group cannot do this).
-Status GrantRead(const std::filesystem::path& path, uid_t uid) {
-  // The "system.posix_acl_access" value (linux/posix_acl_xattr.h): a version, then entries
-  // sorted by tag: owner r, user:<uid> r, owning group none, mask r, others none.
+// with POSIX ACL entries that let the uids that read them do so: the workspace's own, and its
+// forks' (forks.cc), whose chains go on into their source's layers. Each QEMU opens them as
+// backing files and can neither write them nor change their mode (QEMU runs with the kvm
+// group, not the uid's, so a group cannot do this).
+//
+// The "system.posix_acl_access" value (linux/posix_acl_xattr.h): a version, then entries
+// sorted by tag and id: owner r, user:<uid> r for each reader, owning group none, mask r,
+// others none.
+constexpr uint16_t kAclUserObj = 0x01, kAclUser = 0x02, kAclGroupObj = 0x04, kAclMask = 0x10, kAclOther = 0x20;
+constexpr uint32_t kAclUndefined = 0xffffffff;
+constexpr size_t kMaxLayerReaders = 1024;
+
+// Adds `uid` to (or, `add` false, removes it from) the readers of the layer at `path`, keeping
+// the others.
+Status SetLayerReader(const std::filesystem::path& path, uid_t uid, bool add) {
   struct Entry {
     uint16_t tag;
     uint16_t perm;
     uint32_t id;
   };
-  constexpr uint32_t kUndefined = 0xffffffff;
-  struct {
-    uint32_t version = 2;
-    Entry entries[5];
-  } acl{2, {{0x01, 4, kUndefined}, {0x02, 4, static_cast<uint32_t>(uid)}, {0x04, 0, kUndefined},
-            {0x10, 4, kUndefined}, {0x20, 0, kUndefined}}};
-  static_assert(sizeof(acl) == 4 + 5 * 8);
-  if (::lchown(path.c_str(), 0, 0) != 0 || ::chmod(path.c_str(), 0400) != 0 ||
-      ::setxattr(path.c_str(), "system.posix_acl_access", &acl, sizeof(acl), 0) != 0) {
+  static_assert(sizeof(Entry) == 8);
+  std::vector<char> raw(4 + (kMaxLayerReaders + 4) * sizeof(Entry));
+  std::set<uint32_t> readers;
+  ssize_t n = ::lgetxattr(path.c_str(), "system.posix_acl_access", raw.data(), raw.size());
+  if (n < 0 && errno != ENODATA) return Fail(ErrnoError(errno, "read the readers of " + path.string()));
+  for (ssize_t at = 4; n > 0 && at + static_cast<ssize_t>(sizeof(Entry)) <= n; at += sizeof(Entry)) {
+    Entry e;
+    std::memcpy(&e, raw.data() + at, sizeof e);
+    if (e.tag == kAclUser) readers.insert(e.id);
+  }
+  if (add) {
+    readers.insert(static_cast<uint32_t>(uid));
+  } else {
+    readers.erase(static_cast<uint32_t>(uid));
+  }
+  if (readers.size() > kMaxLayerReaders) {
+    return Fail(ErrorCode::kResourceExhausted, fmt::format("{} has {} readers already", path.string(), readers.size()));
+  }
+  if (::lchown(path.c_str(), 0, 0) != 0 || ::chmod(path.c_str(), 0400) != 0) {
+    return Fail(ErrnoError(errno, "make " + path.string() + " root's"));
+  }
+  if (readers.empty()) {
+    if (::lremovexattr(path.c_str(), "system.posix_acl_access") != 0 && errno != ENODATA) {
+      return Fail(ErrnoError(errno, "drop the readers of " + path.string()));
+    }
+    return {};
+  }
+  std::vector<Entry> entries = {{kAclUserObj, 4, kAclUndefined}};
+  for (uint32_t id : readers) entries.push_back({kAclUser, 4, id});
+  entries.push_back({kAclGroupObj, 0, kAclUndefined});
+  entries.push_back({kAclMask, 4, kAclUndefined});
+  entries.push_back({kAclOther, 0, kAclUndefined});
+  std::string value(4 + entries.size() * sizeof(Entry), '\0');
+  uint32_t version = 2;
+  std::memcpy(value.data(), &version, 4);
+  std::memcpy(value.data() + 4, entries.data(), entries.size() * sizeof(Entry));
+  if (::lsetxattr(path.c_str(), "system.posix_acl_access", value.data(), value.size(), 0) != 0) {
     return Fail(ErrnoError(errno, "let the workspace's uid read " + path.string()));
   }
   return {};
@@ -102,9 +142,13 @@ Status OwnFiles(const Layout& layout, int64_t top_gen, uid_t uid) {
   for (const auto& entry : std::filesystem::directory_iterator(layout.dir, ec)) {
     auto gen = Layout::LayerGen(entry.path().filename().string());
     if (!gen || *gen == top_gen || entry.is_symlink()) continue;
-    if (auto s = GrantRead(entry.path(), uid); !s) return s;
+    if (auto s = SetLayerReader(entry.path(), uid, true); !s) return s;
   }
   if (ec) return Fail(ErrnoError(ec.value(), "list " + layout.dir.string()));
+  // A fork's chains go on into other workspaces' frozen layers.
+  for (const auto& path : SharedLayersUnder(layout, top_gen)) {
+    if (auto s = SetLayerReader(path, uid, true); !s) return s;
+  }
   return {};
 }
 
@@ -299,7 +343,10 @@ class HostAgentTransport : public Transport {
         "--listen", "unix:" + layout.agent_socket().string(),
         "--token-file", layout.token().string(),
         "--local-socket", (layout.dir / "agent-local.sock").string(),
-        "--workspace-dir", layout.agent_root().string()};
+        "--workspace-dir", layout.agent_root().string(),
+        // A fork's identity (forks.cc) lands in files here, never on the host's own.
+        "--identity-root", (layout.dir / "identity").string()};
+    fs::create_directories(layout.dir / "identity" / "etc", ec);
     if (!options_.agent_user.empty()) {
       args.push_back("--default-user");
       args.push_back(options_.agent_user);
@@ -390,6 +437,31 @@ Result<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options
   }
   return Fail(ErrorCode::kInvalidArgument,
               fmt::format("unknown transport '{}' (auto, vsock, forward or unix)", options.name));
+}
+
+std::vector<std::filesystem::path> SharedLayersUnder(const Layout& layout, int64_t top_gen) {
+  // Every layer's backing file is an absolute path qemu-img wrote (berthd makes and rebases
+  // every layer); the chain ends at the image's disk, outside the workspaces.
+  std::vector<std::filesystem::path> out;
+  const std::filesystem::path workspaces = layout.dir.parent_path();
+  for (const auto& top : {layout.root_disk(top_gen), layout.data_disk(top_gen)}) {
+    std::filesystem::path at = top;
+    for (int depth = 0; depth < 4096; ++depth) {
+      auto backing = BackingFile(at);
+      if (!backing || backing->empty()) break;
+      std::filesystem::path next = std::filesystem::path(*backing).lexically_normal();
+      if (next.parent_path().parent_path() != workspaces) break;  // the image's disk
+      if (next.parent_path() != layout.dir) out.push_back(next);
+      at = next;
+    }
+  }
+  return out;
+}
+
+void ForgetSharedLayers(const Layout& layout, int64_t top_gen, uid_t uid) {
+  for (const auto& path : SharedLayersUnder(layout, top_gen)) {
+    if (auto s = SetLayerReader(path, uid, false); !s) spdlog::warn("{}", s.error().message);
+  }
 }
 
 }  // namespace berth::workspace

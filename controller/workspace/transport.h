@@ -8,6 +8,9 @@
 // Blocking; called from the workspace service's operation threads.
 #pragma once
 
+#include <sys/types.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +73,14 @@ struct TransportOptions {
 
 // "auto" is vsock when /dev/vhost-vsock exists, forward otherwise.
 Result<std::unique_ptr<Transport>> MakeTransport(const TransportOptions& options);
+
+// The layers of other workspaces under a workspace's disks (a fork's: its source's checkpoint
+// layers and theirs down to the image), from the qcow2 headers of the chain that starts at
+// generation `top_gen`. The transports let the workspace's uid read them at each boot.
+std::vector<std::filesystem::path> SharedLayersUnder(const Layout& layout, int64_t top_gen);
+// Takes a deleted fork's uid off those layers' readers (a uid is given to another workspace
+// later). Failures are logged.
+void ForgetSharedLayers(const Layout& layout, int64_t top_gen, uid_t uid);
 
 // A free TCP port on 127.0.0.1 (bound and released; passt binds it right after).
 Result<uint16_t> PickLoopbackPort();

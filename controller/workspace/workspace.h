@@ -81,6 +81,12 @@ struct Workspace {
   // A restored checkpoint with memory: its id, until the start that resumes its memory (on
   // `disk_gen`'s layers, which are overlays on the ones the memory matches) runs.
   std::optional<std::string> resume_memory;
+  // A fork (forks.cc): the checkpoint, another workspace's, its generation-0 layers are
+  // overlays on; set at create and never changed. `fresh_identity`: its guest still holds the
+  // identity of the machine it was forked from (hostname, machine-id, SSH host keys, MAC, the
+  // agent token), until the boot that gives it its own; no request reaches it before.
+  std::optional<std::string> from_checkpoint;
+  bool fresh_identity = false;
 
   // The libvirt domain name.
   std::string DomainName() const { return "berth-" + id; }

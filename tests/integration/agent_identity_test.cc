@@ -47,9 +47,11 @@ TEST_CASE("identity: a fork's hostname, machine-id and SSH host keys are applied
                                                     {"hostname", "fork-2"},
                                                     {"machine_id", "fedcba9876543210fedcba9876543210"},
                                                     {"mac", "52:54:00:00:00:02"},
-                                                    {"regenerate_ssh_host_keys", true}});
+                                                    {"regenerate_ssh_host_keys", true},
+                                                    {"entropy", std::string(64, 'a')}});
   REQUIRE(applied);
-  // Not the MAC: an agent whose root is not "/" changes no NIC of the host.
+  // Not the MAC nor the entropy: an agent whose root is not "/" changes no NIC, and no random
+  // number generator, of the host.
   CHECK((*applied)["applied"] == nlohmann::json{"hostname", "machine_id", "ssh_host_keys", "token"});
   CHECK(Read(root / "etc" / "hostname") == "fork-2\n");
   CHECK(Read(root / "etc" / "hosts") == "127.0.0.1\tlocalhost\n127.0.1.1\tfork-2\n::1\tlocalhost\n");
@@ -87,6 +89,9 @@ TEST_CASE("identity: a bad field is refused by name and nothing is applied, the 
                                        "machine_id"},
                              std::pair{nlohmann::json{{"token", kNewToken}, {"mac", "53:54:00:00:00:02"}}, "mac"},
                              std::pair{nlohmann::json{{"token", kNewToken}, {"mac", "52-54-00-00-00-02"}}, "mac"},
+                             std::pair{nlohmann::json{{"token", kNewToken}, {"entropy", "ab"}}, "entropy"},
+                             std::pair{nlohmann::json{{"token", kNewToken}, {"entropy", std::string(64, 'G')}},
+                                       "entropy"},
                              std::pair{nlohmann::json{{"token", kNewToken}, {"shell", "/bin/sh"}}, "shell"}}) {
     auto refused = agent.Client().Json(verb::post, "/v1/identity", body);
     INFO(body.dump());

@@ -89,9 +89,13 @@ TEST_CASE("berthd: restart stops then starts the workspace, ending what ran in i
   bg.tag = "before-restart";
   auto started = client::StartBackground(api, scope, bg);
   REQUIRE(started.has_value());
-  auto events = api.Json(verb::get, scope + "/events?limit=1000");
-  REQUIRE(events.has_value());
-  REQUIRE_FALSE((*events)["events"].empty());
+  // The background command's "exec" line is written once its start is answered, which may be
+  // after the answer reaches us (measured under load): the restart's lines come after it.
+  Result<json> events = Fail(ErrorCode::kNotFound, "no events yet");
+  REQUIRE(testing::WaitFor([&] {
+    events = api.Json(verb::get, scope + "/events?limit=1000");
+    return events.has_value() && !(*events)["events"].empty() && (*events)["events"].back()["type"] == "exec";
+  }));
   int64_t last_before = (*events)["events"].back()["id"];
 
   auto restart = Ask(api, verb::post, scope + "/restart", json::object());

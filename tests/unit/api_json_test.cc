@@ -53,7 +53,7 @@ TEST_CASE("a workspace answer is the documented JSON, and the clients read it ba
     "idle_timeout": 1800, "idle_action": "stop", "max_runtime": null, "auto_start": true,
     "screen": "1280x800",
     "env": {"GREETING": "hello"}, "labels": {"team": "infra"},
-    "state": "running", "error": null, "transport": "forward",
+    "state": "running", "error": null, "transport": "forward", "forked_from": null,
     "created_at": "2025-11-29T21:45:35Z", "updated_at": "2025-11-29T21:46:40Z",
     "started_at": "2025-11-29T21:48:20Z", "last_active_at": null,
     "awake": {"reasons": ["exec stream"], "idle_at": "2025-11-29T22:18:20Z"},

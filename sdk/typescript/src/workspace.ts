@@ -43,6 +43,8 @@ export interface WorkspaceInfo {
   awake?: { reasons: string[]; idle_at: string | null };
   /** The desktop's screen, `WIDTHxHEIGHT` (`1280x800` unless set at create). */
   screen?: string;
+  /** A fork's: the checkpoint (another workspace's) its disks were made on. */
+  forked_from?: string | null;
 }
 
 /** A listening port as GET …/ports reports it. */

@@ -37,6 +37,7 @@ either way).
 
 import grp
 import json
+import re
 import os
 import secrets
 import shutil
@@ -437,6 +438,91 @@ def main():
         check(r["exit_code"] == 0 and int(got[0]) > 100000 and got[1] == "after" and got[2] == boot_id,
               f"after undoing the memory restore: {r}")
         log("undid the memory restore: the changed counter and file are back")
+
+        # --- two forks of the memory checkpoint: the counter runs on in each, and each is a
+        # machine of its own (machine-id, SSH host keys, MAC, hostname, agent token, the first
+        # bytes of /dev/urandom) ---
+        # What the guest says of itself; host keys made now stand in for an sshd's.
+        ident = ("cat /etc/machine-id; cut -d' ' -f2 /etc/ssh/ssh_host_ed25519_key.pub; "
+                 "cat /sys/class/net/e*/address | head -1; hostname; "
+                 "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
+                 "cat /dev/shm/count /workspace/memnote")
+        r = api.exec(a, "sudo ssh-keygen -A >/dev/null && cut -d' ' -f2 /etc/ssh/ssh_host_ed25519_key.pub")
+        check(r["exit_code"] == 0 and r["stdout"].strip(), f"host keys in the parent: {r}")
+        t0 = time.monotonic()
+        twin = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "twin", "memory": True})
+        twin_count = int(api.exec(a, "cat /dev/shm/count")["stdout"])
+        parent = api.exec(a, ident)["stdout"].split()
+        made = api.ok("POST", f"/v1/workspaces/{a}/checkpoints/twin/fork", {"name": "e2e-fork", "count": 2})
+        forks = [w["id"] for w in made["workspaces"]]
+        ids.extend(forks)
+        check([w["forked_from"] for w in made["workspaces"]] == [twin["id"]] * 2, f"forks: {made}")
+        for f in forks:
+            api.wait(f, "running", 300)
+        figures["fork_two_s"] = round(time.monotonic() - t0, 2)
+        seen = {"parent": parent}
+        for f, w in zip(forks, made["workspaces"]):
+            r = api.exec(f, ident)
+            got = r["stdout"].split()
+            check(r["exit_code"] == 0 and len(got) == 7, f"fork {w['name']}: {r}")
+            check(got[3] == w["name"], f"fork {w['name']} is called {got[3]}")
+            # The checkpoint's counter (past 100000: the undone state's; a new process would
+            # count from 1), counting on; its file.
+            check(int(got[5]) > 100000 and got[6] == "after",
+                  f"fork {w['name']} did not resume the checkpoint's counter (about {twin_count}): {got}")
+            proc = api.ok("GET", f"/v1/workspaces/{f}/processes/mcount")
+            check(proc["pid"] == mc["pid"] and proc["status"] == "running", f"the counter in the fork: {proc}")
+            seen[w["name"]] = got
+        time.sleep(1.5)
+        for f, w in zip(forks, made["workspaces"]):
+            later = int(api.exec(f, "cat /dev/shm/count")["stdout"])
+            check(later > int(seen[w["name"]][5]), f"the counter does not count on in {w['name']}: {later}")
+        for i, what in enumerate(["machine-id", "SSH host key", "MAC", "hostname", "/dev/urandom bytes"]):
+            values = [v[i] for v in seen.values()]
+            check(len(set(values)) == len(values), f"the forks share their {what}: {values}")
+        tokens = [open(os.path.join(data, "workspaces", i, "token")).read().strip() for i in [a] + forks]
+        check(len(set(tokens)) == 3 and all(len(t) == 64 for t in tokens), "the forks share an agent token")
+        # (The NIC is on QEMU's command line in the domain XML: virtio-net-pci,...,mac=...)
+        macs = [re.findall(r"mac=([0-9a-f:]{17})", virsh("dumpxml", f"berth-{i}").stdout) for i in [a] + forks]
+        check(all(len(m) == 1 for m in macs) and len({m[0] for m in macs}) == 3, f"the domains' MACs: {macs}")
+        # Each fork's QEMU runs as its own uid, which reads the parent's frozen layers.
+        fork_uids = {process_uids(f"guest=berth-{f},")[0] for f in forks}
+        check(len(fork_uids) == 2 and process_uids(f"guest=berth-{a},")[0] not in fork_uids,
+              f"the forks' QEMU uids: {fork_uids}")
+        status, body = api.call("DELETE", f"/v1/workspaces/{a}/checkpoints/twin")
+        check(status == 409 and "e2e-fork-1" in json.dumps(body), f"deleting the forks' checkpoint: {status} {body}")
+        log(f"forked two from a memory checkpoint in {figures['fork_two_s']} s: the counter runs on in each, "
+            "and machine-id, SSH host key, MAC, hostname, token and urandom differ")
+        # --- a template with a server started: a workspace made from it answers on its port at
+        # once, the server already running ---
+        api.ok("POST", count, {"cmd": "cd /workspace && exec python3 -m http.server 8123 --bind 127.0.0.1",
+                               "background": True, "tag": "server"})
+        serve = "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8123/"
+        deadline = time.monotonic() + 60
+        while api.exec(a, serve)["stdout"] != "200":
+            check(time.monotonic() < deadline, "the template's server did not come up")
+            time.sleep(1)
+        tpl = api.ok("POST", "/v1/templates", {"name": "e2e-tpl", "from": {"workspace": a}})
+        check(tpl["workspace_id"] == a and tpl["image"] == "base", f"template: {tpl}")
+        t0 = time.monotonic()
+        made = api.ok("POST", "/v1/workspaces", {"name": "e2e-from-tpl", "template": "e2e-tpl"})
+        ids.append(made["id"])
+        api.wait(made["id"], "running", 300)
+        figures["create_from_template_s"] = round(time.monotonic() - t0, 2)
+        r = api.exec(made["id"], serve)
+        check(r["stdout"] == "200", f"the server in the workspace made from the template: {r}")
+        check(api.ok("GET", f"/v1/workspaces/{made['id']}")["forked_from"] == tpl["checkpoint_id"],
+              "the template's workspace is no fork of its checkpoint")
+        log(f"created a workspace from a template in {figures['create_from_template_s']} s (a cold boot here: "
+            f"{figures['cold_start_s']} s); its server answered at once")
+        forks.append(made["id"])
+        for f in forks:
+            api.ok("DELETE", f"/v1/workspaces/{f}")
+        deadline = time.monotonic() + 180
+        while any(api.call("GET", f"/v1/workspaces/{f}")[0] != 404 for f in forks):
+            check(time.monotonic() < deadline, "deleting the forks did not finish")
+            time.sleep(1)
+        api.ok("DELETE", "/v1/templates/e2e-tpl")
         # The hibernated workspace's checkpoint resumes too: its boot, its counter, no /dev/shm
         # count yet; and back again through the undo.
         t0 = time.monotonic()

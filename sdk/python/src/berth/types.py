@@ -56,6 +56,8 @@ class WorkspaceInfo:
     started_at: Optional[str] = None
     last_active_at: Optional[str] = None
     screen: Optional[str] = None
+    #: A fork's: the checkpoint (another workspace's) its disks were made on.
+    forked_from: Optional[str] = None
     raw: Json = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -67,7 +69,8 @@ class WorkspaceInfo:
             idle_action=_str(j, "idle_action"), auto_start=j.get("auto_start") is not False,
             env=_strmap(j, "env"), labels=_strmap(j, "labels"), error=_opt_str(j, "error"),
             created_at=_str(j, "created_at"), started_at=_opt_str(j, "started_at"),
-            last_active_at=_opt_str(j, "last_active_at"), screen=_opt_str(j, "screen"), raw=j)
+            last_active_at=_opt_str(j, "last_active_at"), screen=_opt_str(j, "screen"),
+            forked_from=_opt_str(j, "forked_from"), raw=j)
 
 
 @dataclass
