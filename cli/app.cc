@@ -31,6 +31,7 @@ App::App() : app_("berth: workspaces for AI agents (a Linux VM each), from the c
   AddPortCommands(builder);
   AddPreviewCommands(builder);
   AddCheckpointCommands(builder);
+  AddForkCommands(builder);
   AddEventCommands(builder);
   AddAdminCommands(builder);
   AddNetworkCommands(builder);

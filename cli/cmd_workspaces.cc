@@ -29,6 +29,7 @@ struct CreateOptions {
   std::vector<std::string> env;
   std::vector<std::string> labels;
   std::string idempotency_key;
+  std::string template_name;  // `--template`: the workspace is the template's (cmd_forks.cc)
   bool wait = false;
   std::string wait_timeout = "5m";
 };
@@ -96,14 +97,30 @@ Error WaitError(const Error& error, std::string_view ws, v1::State state,
                            timeout.count(), error.message)};
 }
 
+// A workspace made from a template is its template's machine: image, size, settings and env
+// come with it, so the flags that would set them are refused rather than ignored.
+Status TemplateFlagsOnly(const CreateOptions& o) {
+  bool other = !o.image.empty() || !o.size.empty() || o.cpus || o.memory_mib || o.disk_gib ||
+               !o.idle_timeout.empty() || !o.idle_action.empty() || !o.max_runtime.empty() || o.no_auto_start ||
+               !o.screen.empty() || !o.env.empty() || !o.labels.empty() || !o.idempotency_key.empty();
+  if (!other) return {};
+  return Fail(ErrorCode::kInvalidArgument,
+              "--template gives the workspace its template's image, size, settings, env and labels: only --wait "
+              "and --wait-timeout go with it");
+}
+
 Result<int> Create(Context& ctx, const CreateOptions& o) {
   auto request = CreateRequest(o);
   if (!request) return Fail(request.error());
   auto wait_timeout = WaitTimeout(o.wait_timeout);
   if (!wait_timeout) return Fail(wait_timeout.error());
+  if (!o.template_name.empty()) {
+    if (auto s = TemplateFlagsOnly(o); !s) return Fail(s.error());
+  }
   auto berth = ctx.Berth();
   if (!berth) return Fail(berth.error());
-  auto ws = berth->CreateWorkspace(*request, CallDeadline(), o.idempotency_key);
+  auto ws = o.template_name.empty() ? berth->CreateWorkspace(*request, CallDeadline(), o.idempotency_key)
+                                    : berth->CreateFromTemplate(o.name, o.template_name, CallDeadline());
   if (!ws) return Fail(ws.error());
   if (o.wait) {
     if (!ctx.json()) ctx.Note(fmt::format("created {}; waiting for it to boot…", StateLine(*ws)));
@@ -318,6 +335,8 @@ void AddWorkspaceCommands(Builder& b) {
   create->add_option("--label", c->labels, "K=V label (repeatable)")->allow_extra_args(false);
   create->add_option("--idempotency-key", c->idempotency_key,
                      "a retry with the same key returns the same workspace");
+  create->add_option("--template", c->template_name,
+                     "start from this template (`berth template ls`): its disks and running programs, warm");
   create->add_flag("--wait", c->wait, "wait until it is running");
   create->add_option("--wait-timeout", c->wait_timeout, "how long --wait waits")
       ->capture_default_str();

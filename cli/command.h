@@ -61,6 +61,7 @@ void AddFileCommands(Builder& b);       // cp
 void AddPortCommands(Builder& b);       // ports, port-forward
 void AddPreviewCommands(Builder& b);    // preview, previews
 void AddCheckpointCommands(Builder& b); // checkpoint, checkpoints, restore
+void AddForkCommands(Builder& b);       // fork, template create|ls|rm
 void AddEventCommands(Builder& b);      // events (logs), usage
 void AddAdminCommands(Builder& b);      // keys, tenants
 void AddMcpCommand(Builder& b);         // mcp

@@ -173,9 +173,9 @@ class Backend {
                                             Deadline deadline) = 0;
 
   // --- checkpoints (docs/api.md, "Checkpoints") ---
-  // As the API does them: only a stopped workspace can be checkpointed today
-  // (failed_precondition otherwise, saying to stop it); a running one is restored by stopping
-  // it, restoring and starting it again. None wakes a stopped workspace.
+  // As the API does them: the disks of a running, stopped or hibernated workspace, and the
+  // memory of a running or hibernated one (failed_precondition otherwise, saying why). None
+  // wakes a stopped workspace.
   virtual Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws,
                                                   const v1::CreateCheckpoint& request,
                                                   Deadline deadline) = 0;
@@ -188,6 +188,14 @@ class Backend {
                                                               std::string_view cp,
                                                               const v1::RestoreCheckpoint& request,
                                                               Deadline deadline) = 0;
+
+  // --- templates (docs/api.md, "Forks") ---
+  // The tenant's templates, by name.
+  virtual Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) = 0;
+  // A workspace resumed from a template's memory (POST /v1/workspaces {name, template}); it is
+  // creating, and running with the template's programs once its fork is given its identity.
+  virtual Result<v1::Workspace> CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                                   Deadline deadline) = 0;
 
   // --- the desktop (desktop images; docs/api.md, "Desktop") ---
   // The screen now, scaled (0.05-1), as "png" or "jpeg"; locked during a private takeover.

@@ -176,6 +176,39 @@ Result<v1::Workspace> FakeBackend::CreateWorkspace(const v1::CreateWorkspace& re
   return ws;
 }
 
+void FakeBackend::AddTemplateForTest(v1::Template t) {
+  std::lock_guard lock(mutex_);
+  templates_.push_back(std::move(t));
+}
+
+Result<std::vector<v1::Template>> FakeBackend::ListTemplates(Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("ListTemplates", deadline); !s) return Fail(s.error());
+  return templates_;
+}
+
+Result<v1::Workspace> FakeBackend::CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                                      Deadline deadline) {
+  v1::Template from;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto s = EnterLocked("CreateFromTemplate", deadline); !s) return Fail(s.error());
+    auto t = std::find_if(templates_.begin(), templates_.end(),
+                          [&](const v1::Template& t) { return t.name == template_name || t.id == template_name; });
+    if (t == templates_.end()) return Fail(ErrorCode::kNotFound, fmt::format("no template '{}'", template_name));
+    from = *t;
+    for (const auto& [id, space] : spaces_) {
+      if (space.ws.name == name) return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' exists", name));
+    }
+  }
+  std::string id = AddWorkspaceForTest(std::string(name), State::kCreating, {});
+  std::lock_guard lock(mutex_);
+  v1::Workspace& ws = spaces_.at(id).ws;
+  ws.image = from.image.value_or("base");
+  ws.forked_from = from.checkpoint_id;
+  return ws;
+}
+
 Result<v1::Workspace> FakeBackend::GetWorkspace(std::string_view ws, Deadline deadline) {
   std::lock_guard lock(mutex_);
   if (auto s = EnterLocked("GetWorkspace", deadline); !s) return Fail(s.error());

@@ -87,6 +87,12 @@ class FakeBackend : public Backend {
   Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                                       const v1::RestoreCheckpoint& request,
                                                       Deadline deadline) override;
+  // Templates AddTemplateForTest added; a workspace from one is made as CreateWorkspace makes
+  // one, with the template's image, and is running.
+  Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) override;
+  Result<v1::Workspace> CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                           Deadline deadline) override;
+  void AddTemplateForTest(v1::Template t);
   // The policy as stored (isolated: true, no refusals).
   Result<nlohmann::json> GetNetwork(std::string_view ws, Deadline deadline) override;
   // The events AddEventForTest added to `ws`; `select.types` as exact types only.
@@ -186,6 +192,7 @@ class FakeBackend : public Backend {
   std::optional<v1::CreatePreview> last_preview_;
   int next_preview_ = 1;
   int next_checkpoint_ = 1;
+  std::vector<v1::Template> templates_;
   Deadline last_deadline_{};
 };
 

@@ -104,6 +104,15 @@ Result<client::CheckpointRestore> HttpBackend::RestoreCheckpoint(std::string_vie
   return berth_.RestoreCheckpoint(ws, cp, request, deadline);
 }
 
+Result<std::vector<v1::Template>> HttpBackend::ListTemplates(Deadline deadline) {
+  return berth_.ListTemplates(deadline);
+}
+
+Result<v1::Workspace> HttpBackend::CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                                      Deadline deadline) {
+  return berth_.CreateFromTemplate(name, template_name, deadline);
+}
+
 Result<client::DesktopShot> HttpBackend::DesktopScreenshot(std::string_view ws, std::string_view format,
                                                            double scale, Deadline deadline) {
   return berth_.DesktopScreenshot(ws, format, scale, deadline);

@@ -1,5 +1,7 @@
 // checkpoint_create, checkpoint_list, checkpoint_restore: a workspace's checkpoints (docs/api.md,
-// "Checkpoints"), so that an agent can try something risky and go back. berthd checkpoints a
+// "Checkpoints"), so that an agent can try something risky and go back; template_list: the
+// tenant's templates (checkpoints with memory under a name, "Forks"), that workspace_create
+// starts from. berthd checkpoints a
 // running, stopped or hibernated workspace's disks, and a running or hibernated one's memory too
 // (memory=true: a restore then resumes its programs instead of booting); its refusals (memory
 // of a stopped one) say what to do.
@@ -80,6 +82,25 @@ Result<ToolResult> Restore(ToolContext& ctx, const json& args) {
   return ToolResult::Text(std::move(text), std::move(structured));
 }
 
+Result<ToolResult> ListTemplates(ToolContext& ctx, const json&) {
+  auto listed = ctx.backend().ListTemplates(ToolContext::CallDeadline());
+  if (!listed) return Fail(listed.error());
+  std::string text;
+  if (listed->empty()) {
+    text = "There are no templates. A template is made from a running workspace with POST /v1/templates "
+           "(berth template create).";
+  } else {
+    text = fmt::format("{} template{}; workspace_create with template=NAME starts a workspace from one:\n",
+                       listed->size(), listed->size() == 1 ? "" : "s");
+    for (const auto& t : *listed) {
+      text += fmt::format("- {} ({}): image {}, from workspace {}, checkpoint {}, {}\n", t.name, t.id,
+                          t.image.value_or("?"), t.workspace.value_or(t.workspace_id), t.checkpoint_id,
+                          v1::FormatTime(t.created_at));
+    }
+  }
+  return ToolResult::Text(std::move(text), v1::TemplateListJson(*listed));
+}
+
 }  // namespace
 
 std::vector<Tool> CheckpointTools() {
@@ -121,6 +142,12 @@ std::vector<Tool> CheckpointTools() {
       "as it is (with its memory too when it runs and the checkpoint has memory) and answers that "
       "checkpoint's id; restoring it undoes this.",
       schema::Object(restore, {"checkpoint"}), Mutating(true, false), Restore});
+
+  tools.push_back(Tool{"template_list", "List templates",
+                       "List your templates: prepared workspaces (toolchain installed, servers started) saved "
+                       "with their memory under a name. workspace_create with template=NAME starts a "
+                       "workspace from one, running, in seconds instead of a cold boot.",
+                       schema::Object(json::object()), ReadOnly(), ListTemplates});
   return tools;
 }
 

@@ -98,16 +98,40 @@ Result<v1::CreateWorkspace> CreateRequest(const json& args) {
   return v1::CreateWorkspaceFromJson(body);
 }
 
+// workspace_create with "template": the template's machine, so only the name goes with it.
+Result<v1::Workspace> CreateFromTemplate(ToolContext& ctx, const json& args) {
+  for (const auto& [key, value] : args.items()) {
+    bool own = key == "name" || key == "template" ||
+               std::find(std::begin(kCreateToolArgs), std::end(kCreateToolArgs), key) != std::end(kCreateToolArgs);
+    if (!own) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  fmt::format("'{}' cannot be given with 'template': a workspace made from a template has its image, "
+                              "size, settings, env and labels",
+                              key));
+    }
+  }
+  if (!args["template"].is_string() || !args.contains("name") || !args["name"].is_string()) {
+    return Fail(ErrorCode::kInvalidArgument, "'name' and 'template' must be strings");
+  }
+  return ctx.backend().CreateFromTemplate(args["name"].get<std::string>(), args["template"].get<std::string>(),
+                                          ToolContext::CallDeadline());
+}
+
 Result<ToolResult> Create(ToolContext& ctx, const json& args) {
-  auto request = CreateRequest(args);
-  if (!request) return Fail(request.error());
-  auto created = ctx.backend().CreateWorkspace(*request, ToolContext::CallDeadline());
+  Result<v1::Workspace> created = Fail(ErrorCode::kInternal, "not created");
+  if (args.contains("template")) {
+    created = CreateFromTemplate(ctx, args);
+  } else {
+    auto request = CreateRequest(args);
+    if (!request) return Fail(request.error());
+    created = ctx.backend().CreateWorkspace(*request, ToolContext::CallDeadline());
+  }
   if (!created) {
     if (created.error().code == ErrorCode::kAlreadyExists) {
       return Fail(ErrorCode::kAlreadyExists,
                   fmt::format("{}; to work in the existing one call workspace_use with "
                               "workspace '{}'",
-                              created.error().message, request->name));
+                              created.error().message, args.value("name", std::string())));
     }
     return Fail(created.error());
   }
@@ -297,6 +321,9 @@ std::vector<Tool> WorkspaceTools() {
   create["screen"]["pattern"] = "^[1-9][0-9]{2,3}x[1-9][0-9]{2,3}$";
   create["env"] = StringMap("Environment variables for every command run in it.");
   create["labels"] = StringMap("Labels to find it by (workspace_list label=K=V).");
+  create["template"] = schema::String(
+      "Start from this template (template_list): a copy of a prepared workspace resumed with its programs "
+      "running, in seconds. Its image, size and settings are the template's: give only 'name' with it.");
   tools.push_back(Tool{
       "workspace_create", "Create a workspace",
       "Create a workspace: a Linux VM of your own with a durable disk at /workspace, where you "

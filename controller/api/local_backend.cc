@@ -238,6 +238,27 @@ Result<std::vector<v1::Checkpoint>> LocalBackend::ListCheckpoints(std::string_vi
   return out;
 }
 
+Result<std::vector<v1::Template>> LocalBackend::ListTemplates(Deadline) {
+  auto listed = service_.ListTemplates(principal_.tenant_id);
+  if (!listed) return Fail(listed.error());
+  std::vector<v1::Template> out;
+  for (const auto& t : *listed) out.push_back(TemplateWire(service_, t));
+  return out;
+}
+
+Result<v1::Workspace> LocalBackend::CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                                       Deadline) {
+  if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());
+  // The API's own validation, from the same body the API would get.
+  nlohmann::json body = {{"name", std::string(name)}, {"template", std::string(template_name)}};
+  auto parsed = workspace::ParseForkRequest(body);
+  if (!parsed) return Fail(parsed.error());
+  parsed->by = store::KeyActor(principal_.key_id);
+  auto forked = Sync(service_.Fork(principal_.tenant_id, std::move(*parsed)));
+  if (!forked) return Fail(forked.error());
+  return Wire(forked->front());
+}
+
 Result<client::CheckpointRestore> LocalBackend::RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                                                   const v1::RestoreCheckpoint& request, Deadline) {
   if (auto s = Require(Scope::kWrite); !s) return Fail(s.error());

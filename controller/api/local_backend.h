@@ -88,6 +88,9 @@ class LocalBackend : public mcp::AgentBackend {
   Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                                       const v1::RestoreCheckpoint& request,
                                                       Deadline deadline) override;
+  Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) override;
+  Result<v1::Workspace> CreateFromTemplate(std::string_view name, std::string_view template_name,
+                                           Deadline deadline) override;
   // Through controller/desktop/agent_hands.h, as the desktop routes do.
   Result<client::DesktopShot> DesktopScreenshot(std::string_view ws, std::string_view format, double scale,
                                                 Deadline deadline) override;

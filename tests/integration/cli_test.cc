@@ -811,6 +811,78 @@ TEST_CASE("berth checkpoint prints the id alone; checkpoints lists and deletes; 
   CHECK(cli({"rm", "--yes", "cli-cp", "--wait"}).code == 0);
 }
 
+TEST_CASE("berth fork makes running forks of a checkpoint (NAME-1..N with --count) that name it; a template "
+          "needs a checkpoint with memory (exit 6 saying so); create --template refuses flags it would ignore",
+          "[cli][berthd][forks]") {
+  std::string bin = BerthdPath();
+  if (bin.empty()) {
+    BERTH_SKIP("berthd is not built");
+  }
+  Berthd berthd(bin);
+  Cli cli(berthd.dir(), berthd.url(), berthd.admin_key());
+  auto r = cli({"create", "cli-src", "--wait"});
+  INFO(r);
+  REQUIRE(r.code == 0);
+  REQUIRE(cli({"stop", "cli-src", "--wait"}).code == 0);
+  r = cli({"checkpoint", "cli-src", "--name", "base"});
+  REQUIRE(r.code == 0);
+  std::string base = r.out.substr(0, r.out.size() - 1);
+
+  // Two forks of one checkpoint, waited for: both running, named NAME-1 and NAME-2.
+  r = cli({"fork", "cli-src", "twig", "--checkpoint", "base", "--count", "2", "--wait", "--json"});
+  REQUIRE(r.code == 0);
+  json forks = Json(r);
+  REQUIRE(forks.size() == 2);
+  CHECK(forks[0]["name"] == "twig-1");
+  CHECK(forks[1]["name"] == "twig-2");
+  for (const auto& f : forks) {
+    CHECK(f["state"] == "running");
+    CHECK(f["forked_from"] == base);
+  }
+  // --count without --checkpoint: refused before any request (forks made together share one).
+  r = cli({"fork", "cli-src", "many", "--count", "3"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--count needs --checkpoint") != std::string::npos);
+  // Without --checkpoint berthd takes one of the source now: the fork names it, and it is listed.
+  r = cli({"fork", "cli-src", "now"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("now") != std::string::npos);
+  r = cli({"get", "now", "--json"});
+  REQUIRE(r.code == 0);
+  std::string taken = Json(r)["forked_from"];
+  CHECK(taken != base);
+  r = cli({"checkpoints", "cli-src", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["checkpoints"][0]["id"] == taken);
+
+  // Templates: a disk-only checkpoint is no template (409, exit 6, saying why); none is listed.
+  r = cli({"template", "create", "tpl", "--from", "cli-src", "--checkpoint", "base"});
+  CHECK(r.code == 6);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("memory") != std::string::npos);
+  r = cli({"template", "ls"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.starts_with("NAME"));
+  CHECK(r.out.find("tpl") == std::string::npos);
+  r = cli({"template", "ls", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(Json(r)["templates"].empty());
+  CHECK(cli({"template", "rm", "tpl"}).code == 3);
+  CHECK(cli({"create", "from-tpl", "--template", "tpl"}).code == 3);
+  // The template's settings are the workspace's: a flag that would set them is refused, not ignored.
+  r = cli({"create", "from-tpl", "--template", "tpl", "--cpus", "4"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--template gives") != std::string::npos);
+
+  // The checkpoints the forks stand on cannot go; the forks can, and then they can.
+  r = cli({"checkpoints", "cli-src", "--rm", "base"});
+  CHECK(r.code == 6);
+  CHECK(r.err.find("twig-1") != std::string::npos);
+  CHECK(cli({"rm", "--yes", "twig-1", "twig-2", "now", "--wait"}).code == 0);
+  CHECK(cli({"checkpoints", "cli-src", "--rm", "base"}).code == 0);
+  CHECK(cli({"rm", "--yes", "cli-src", "--wait"}).code == 0);
+}
+
 TEST_CASE("berth desktop: control says who holds it, a screen that is not there is exit 5 with a "
           "reason, bad actions are refused before any request",
           "[cli][berthd]") {

@@ -130,7 +130,7 @@ TEST_CASE("tools/list has every tool, each with a usable schema and description"
       }
     }
     // Workspace-scoped tools take an optional `workspace`; delete and use require it.
-    if (name != "workspace_create" && name != "workspace_list") {
+    if (name != "workspace_create" && name != "workspace_list" && name != "template_list") {
       CHECK(schema["properties"].contains("workspace"));
     }
     CHECK(tool["annotations"].contains("readOnlyHint"));
@@ -145,7 +145,7 @@ TEST_CASE("tools/list has every tool, each with a usable schema and description"
       "file_read",        "file_write",     "file_edit",      "file_list",
       "file_delete",      "ports_list",     "preview_url",    "network_policy",
       "desktop_screenshot", "desktop_act",  "desktop_control", "request_human", "workspace_events",
-      "desktop_clipboard", "checkpoint_create", "checkpoint_list", "checkpoint_restore"};
+      "desktop_clipboard", "checkpoint_create", "checkpoint_list", "checkpoint_restore", "template_list"};
   CHECK(names == expected);
   CHECK(tools.size() == expected.size());
 }

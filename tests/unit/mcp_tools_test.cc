@@ -96,12 +96,13 @@ TEST_CASE("workspace_create sends every field its schema offers, max_runtime inc
   // wait: false: no wait asked for.
   CHECK(Count(f.backend().CallsForTest(), "WaitForState") == 0);
 
-  // Drift guard: every argument of the schema but the tool's own is a field of the wire type.
+  // Drift guard: every argument of the schema but the tool's own (and `template`, which takes
+  // another request) is a field of the wire type.
   const Tool* tool = FindTool("workspace_create");
   REQUIRE(tool);
   json all = json::object();
   for (const auto& [name, spec] : tool->input_schema["properties"].items()) {
-    if (name == "wait" || name == "timeout") continue;
+    if (name == "wait" || name == "timeout" || name == "template") continue;
     all[name] = SampleOf(spec);
   }
   auto parsed = v1::CreateWorkspaceFromJson(all);
@@ -613,4 +614,51 @@ TEST_CASE("checkpoint tools: a workspace still starting, an unknown checkpoint a
   json unknown_ws = f.Call("checkpoint_list", {{"workspace", "nope"}});
   CHECK(IsError(unknown_ws));
   CHECK(Text(unknown_ws).find("not_found") != std::string::npos);
+}
+
+TEST_CASE("template_list names each template and how to use it; workspace_create with template starts one from it "
+          "and refuses settings the template would override",
+          "[mcp][tools][templates]") {
+  Fixture f;
+  json none = f.Call("template_list", json::object());
+  REQUIRE_FALSE(IsError(none));
+  CHECK(none["structuredContent"]["templates"].empty());
+  CHECK(Text(none).find("no templates") != std::string::npos);
+
+  v1::Template t;
+  t.id = "tpl_0123456789abcdef";
+  t.name = "node-dev";
+  t.workspace_id = "ws_src";
+  t.workspace = "src";
+  t.checkpoint_id = "cp_warm";
+  t.image = "base";
+  t.created_at = 1'700'000'000;
+  f.backend().AddTemplateForTest(t);
+  json listed = f.Call("template_list", json::object());
+  REQUIRE_FALSE(IsError(listed));
+  REQUIRE(listed["structuredContent"]["templates"].size() == 1);
+  CHECK(listed["structuredContent"]["templates"][0]["name"] == "node-dev");
+  CHECK(Text(listed).find("- node-dev (tpl_0123456789abcdef): image base, from workspace src, checkpoint cp_warm") !=
+        std::string::npos);
+  CHECK(Text(listed).find("template=NAME") != std::string::npos);
+
+  // A setting beside the template is refused before any request: it would be ignored.
+  json mixed = f.Call("workspace_create", {{"name", "app"}, {"template", "node-dev"}, {"cpus", 4}});
+  CHECK(IsError(mixed));
+  CHECK(Text(mixed).find("'cpus' cannot be given with 'template'") != std::string::npos);
+  CHECK(Count(f.backend().CallsForTest(), "CreateFromTemplate") == 0);
+  json unknown = f.Call("workspace_create", {{"name", "app"}, {"template", "nope"}, {"wait", false}});
+  CHECK(IsError(unknown));
+  CHECK(Text(unknown).find("no template 'nope'") != std::string::npos);
+
+  json made = f.Call("workspace_create", {{"name", "app"}, {"template", "node-dev"}, {"wait", false}});
+  INFO(Text(made));
+  REQUIRE_FALSE(IsError(made));
+  CHECK(made["structuredContent"]["name"] == "app");
+  CHECK(made["structuredContent"]["forked_from"] == "cp_warm");
+  CHECK(Count(f.backend().CallsForTest(), "CreateWorkspace") == 0);
+  // It is the session's default workspace, as any created one.
+  json got = f.Call("workspace_get", json::object());
+  REQUIRE_FALSE(IsError(got));
+  CHECK(got["structuredContent"]["name"] == "app");
 }
