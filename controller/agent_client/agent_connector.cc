@@ -263,10 +263,14 @@ http::Task<Result<Upstream*>> AgentConnector::Open(const Request& request) {
   co_return up_.get();
 }
 
+bool AgentConnector::AnswerReadWhole() const {
+  return up_ && up_->parser->is_done() && up_->parser->keep_alive() && up_->buffer.size() == 0 &&
+         up_->parser->get().result() != bhttp::status::switching_protocols;
+}
+
 void AgentConnector::Recycle() {
-  if (!up_ || pool_ == nullptr || aborted_) return;
+  if (!up_ || pool_ == nullptr || aborted_ || !AnswerReadWhole()) return;
   auto& up = *up_;
-  if (!up.parser->is_done() || !up.parser->keep_alive() || up.buffer.size() != 0) return;
   boost::system::error_code ec;
   up.stream.expires_never();
   int fd = up.stream.socket().release(ec);
@@ -276,6 +280,10 @@ void AgentConnector::Recycle() {
 
 void AgentConnector::Abort() {
   if (aborted_) return;
+  // The agent's answer was read whole: there is nothing left to cut, and the connection can
+  // still go back to the pool. (A client that closes as soon as it has its answer races the
+  // relay's last step here; seen under ASan: the connection was dropped, not pooled.)
+  if (AnswerReadWhole()) return;
   aborted_ = true;
   if (!up_) return;
   // shutdown() rather than close(): pending operations end (reads see EOF, writes fail) and

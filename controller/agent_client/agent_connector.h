@@ -120,7 +120,8 @@ class AgentConnector {
 
   // The client went away: the connection in use is shut down (what is pending on it fails at
   // once, and the agent sees its request's connection close) and nothing more is attempted.
-  // Idempotent.
+  // Not when the agent's answer was already read whole: then nothing is pending on it, and
+  // Recycle can still pool it. Idempotent.
   void Abort();
   bool aborted() const { return aborted_; }
 
@@ -146,6 +147,10 @@ class AgentConnector {
   // On a new connection: asks the agent for the raw tunnel and reads its 101.
   http::Task<Status> OpenTunnel(uint16_t port);
   http::Task<Status> Write(const Request& request, std::string_view body);
+
+  // The answer on up_ was read to its end, the agent keeps the connection and nothing of it is
+  // buffered: it can be used again.
+  bool AnswerReadWhole() const;
 
   const AgentLink& link_;
   const ProxyOptions& options_;
