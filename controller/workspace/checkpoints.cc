@@ -660,8 +660,11 @@ Task<Result<store::Checkpoint>> WorkspaceService::DeleteCheckpointOp(ActorPtr a,
                                "restore another checkpoint) to delete this one",
                                ws.name, Describe(gone)));
   }
-  // A fork's disks stand on it, or on one above it: their QEMUs read its layers.
-  if (auto forks = ForksOn(ws, gone, *rows); !forks.empty()) {
+  // A fork's disks stand on it, or on one above it: their QEMUs read its layers. (ForksOn
+  // reads the store's templates.)
+  auto on = [&] { return ForksOn(ws, gone, *rows); };
+  auto forks = co_await Blocking(std::move(on));
+  if (!forks.empty()) {
     co_return Fail(ErrorCode::kFailedPrecondition,
                    fmt::format("checkpoint {} of workspace '{}' has forks or templates standing on it ({}): delete them first",
                                Describe(gone), ws.name, fmt::join(forks, ", ")));

@@ -56,10 +56,6 @@ Task<void> Sleep(std::chrono::milliseconds d) {
   (void)ec;  // cancelled only when the pool stops, and then nothing runs after it
 }
 
-}  // namespace
-
-namespace {
-
 // A stable MAC from the UUID: the guest keeps its interface name and DHCP lease; a fork has a
 // uuid, and so a MAC, of its own.
 std::string MacFor(const Workspace& ws) {
