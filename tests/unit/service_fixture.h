@@ -21,6 +21,7 @@
 
 #include "controller/hypervisor/fake_hypervisor.h"
 #include "controller/store/store.h"
+#include "controller/workspace/disks.h"
 #include "controller/workspace/service.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -266,6 +267,25 @@ struct Fixture {
     auto e = Events(id);
     return std::find(e.begin(), e.end(), type) != e.end();
   }
+  // The image's disk as a real (small) qcow2 file, so that layers rebased onto it are.
+  void MakeQcow2Image() {
+    auto image = dir.path() / "images/base/v1/disk.qcow2";
+    fs::remove(image);
+    REQUIRE(RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", image.string(), "16M"}, std::chrono::seconds(30))
+                .has_value());
+  }
 };
+
+// ServiceOptions::make_disks with real (small) qcow2 disks, for tests whose checkpoints and
+// forks make overlays on them.
+inline Status MakeQcow2Disks(const ImageVersion&, const Layout& layout, int) {
+  for (const auto& path : {layout.root_disk(0), layout.data_disk(0)}) {
+    if (auto s = RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", path.string(), "16M"}, std::chrono::seconds(30));
+        !s) {
+      return s;
+    }
+  }
+  return {};
+}
 
 }  // namespace berth::workspace

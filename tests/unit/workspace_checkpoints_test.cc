@@ -17,16 +17,7 @@ struct CheckpointFixture {
   std::atomic<int> syncs{0};
   std::atomic<bool> sync_fails{false};
   Fixture f{[this](ServiceOptions& o) {
-    o.make_disks = [](const ImageVersion&, const Layout& layout, int) -> Status {
-      for (const auto& path : {layout.root_disk(0), layout.data_disk(0)}) {
-        if (auto s = RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", path.string(), "16M"},
-                                std::chrono::seconds(30));
-            !s) {
-          return s;
-        }
-      }
-      return {};
-    };
+    o.make_disks = MakeQcow2Disks;
     o.sync_guest = [this](const agent_client::AgentLink&, std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
       ++syncs;
       if (sync_fails) co_return Fail(ErrorCode::kUnavailable, "the agent answered 404 to POST /v1/sync");
@@ -35,10 +26,7 @@ struct CheckpointFixture {
   }};
   // The image is a qcow2 file too: deleting the first checkpoint rebases onto it.
   CheckpointFixture() {
-    auto image = f.dir.path() / "images/base/v1/disk.qcow2";
-    fs::remove(image);
-    REQUIRE(RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", image.string(), "16M"}, std::chrono::seconds(30))
-                .has_value());
+    f.MakeQcow2Image();
   }
 
   Layout LayoutOf(const Workspace& ws) const { return Layout(f.dir.path(), ws.id); }

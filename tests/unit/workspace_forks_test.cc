@@ -22,16 +22,7 @@ struct ForkFixture {
   std::vector<std::pair<std::string, protocol::IdentityRequest>> identities;  // (token used, request)
   std::atomic<bool> identity_fails{false};
   Fixture f{[this](ServiceOptions& o) {
-    o.make_disks = [](const ImageVersion&, const Layout& layout, int) -> Status {
-      for (const auto& path : {layout.root_disk(0), layout.data_disk(0)}) {
-        if (auto s = RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", path.string(), "16M"},
-                                std::chrono::seconds(30));
-            !s) {
-          return s;
-        }
-      }
-      return {};
-    };
+    o.make_disks = MakeQcow2Disks;
     o.sync_guest = [](const agent_client::AgentLink&, std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
       co_return nlohmann::json{{"synced", true}};
     };
@@ -44,10 +35,7 @@ struct ForkFixture {
     };
   }};
   ForkFixture() {
-    auto image = f.dir.path() / "images/base/v1/disk.qcow2";
-    fs::remove(image);
-    REQUIRE(RunCommand({"qemu-img", "create", "-q", "-f", "qcow2", image.string(), "16M"}, std::chrono::seconds(30))
-                .has_value());
+    f.MakeQcow2Image();
   }
   Layout LayoutOf(const std::string& id) const { return Layout(f.dir.path(), id); }
   Result<store::Checkpoint> Take(const std::string& ws, const std::string& name, bool memory) {
