@@ -1,6 +1,7 @@
 #include "guest-agent/identity.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/random.h>
 #include <net/if.h>
 #include <net/if_arp.h>
@@ -132,17 +133,39 @@ Status AddEntropy(const std::string& hex) {
   return {};
 }
 
+// Has a running sshd load the host keys there are now: SIGHUP, as ssh.service's reload does
+// (systemctl itself costs seconds in a guest just resumed under TCG). No sshd: nothing to do.
+void ReloadSshd() {
+  pid_t pid = 0;
+  std::ifstream("/run/sshd.pid") >> pid;
+  if (pid <= 1) return;
+  if (!ReadFile(fmt::format("/proc/{}/comm", pid)).starts_with("sshd")) return;
+  (void)kill(pid, SIGHUP);
+}
+
 }  // namespace
 
-Result<protocol::IdentityApplied> ApplyIdentity(const protocol::IdentityRequest& request, const std::string& root) {
-  protocol::IdentityApplied out;
+Status GenerateHostKeys(const std::vector<HostKey>& keys, bool guest) {
+  if (keys.empty()) return {};
+  for (const auto& key : keys) {
+    if (auto done = Run({"ssh-keygen", "-q", "-t", key.type, "-N", "", "-C", key.comment, "-f", key.path.string()});
+        !done) {
+      return done;
+    }
+  }
+  if (guest) ReloadSshd();
+  return {};
+}
+
+Result<AppliedIdentity> ApplyIdentity(const protocol::IdentityRequest& request, const std::string& root) {
+  AppliedIdentity out;
   const bool guest = root == "/";
   fs::path etc = fs::path(root) / "etc";
   // First: the SSH host keys made below come from the reseeded generator, not from the state
   // every fork of one memory image shares.
   if (!request.entropy.empty() && guest) {
     if (auto done = AddEntropy(request.entropy); !done) return Fail(done.error());
-    out.applied.push_back("entropy");
+    out.applied.applied.push_back("entropy");
   }
   if (!request.hostname.empty()) {
     if (auto done = WriteFile(etc / "hostname", request.hostname + "\n", 0644, false); !done) return Fail(done.error());
@@ -152,11 +175,11 @@ Result<protocol::IdentityApplied> ApplyIdentity(const protocol::IdentityRequest&
     if (guest && sethostname(request.hostname.data(), request.hostname.size()) != 0) {
       return Fail(Failed("sethostname", errno));
     }
-    out.applied.push_back("hostname");
+    out.applied.applied.push_back("hostname");
   }
   if (!request.machine_id.empty()) {
     if (auto done = WriteFile(etc / "machine-id", request.machine_id + "\n", 0444, true); !done) return Fail(done.error());
-    out.applied.push_back("machine_id");
+    out.applied.applied.push_back("machine_id");
   }
   if (!request.mac.empty() && guest) {
     auto nics = Nics();
@@ -164,11 +187,15 @@ Result<protocol::IdentityApplied> ApplyIdentity(const protocol::IdentityRequest&
     for (const auto& nic : nics) {
       if (auto done = SetMac(nic, request.mac); !done) return Fail(done.error());
     }
-    out.applied.push_back("mac");
+    out.applied.applied.push_back("mac");
   }
   if (request.regenerate_ssh_host_keys) {
-    std::vector<fs::path> keys;
+    // Every host key the parent had is gone before this answers; each is made anew, of the
+    // same type: the quick ones (Ed25519, ECDSA: milliseconds) now, RSA's prime search
+    // (seconds under TCG) after the answer (GenerateHostKeys), so a fork is handed out without
+    // waiting for it. Until then sshd offers the others.
     std::error_code ec;
+    std::vector<fs::path> keys;
     for (const auto& entry : fs::directory_iterator(etc / "ssh", ec)) {
       std::string name = entry.path().filename();
       if (name.starts_with("ssh_host_") && (name.ends_with("_key") || name.ends_with("_key.pub"))) {
@@ -176,11 +203,21 @@ Result<protocol::IdentityApplied> ApplyIdentity(const protocol::IdentityRequest&
       }
     }
     if (!keys.empty()) {
-      for (const auto& key : keys) fs::remove(key, ec);
-      // -A makes every type of host key that is missing, under the prefix -f gives.
-      if (auto done = Run({"ssh-keygen", "-A", "-f", root}); !done) return Fail(done.error());
-      if (guest) (void)Run({"systemctl", "try-reload-or-restart", "ssh.service"});
-      out.applied.push_back("ssh_host_keys");
+      std::string comment = "root@" + (request.hostname.empty() ? ReadFile(etc / "hostname") : request.hostname);
+      if (comment.ends_with('\n')) comment.pop_back();
+      std::vector<HostKey> quick;
+      for (const auto& key : keys) {
+        std::string name = key.filename();
+        if (!fs::remove(key, ec) && ec) return Fail(Failed("remove " + key.string(), ec.value()));
+        if (!name.ends_with("_key")) continue;
+        // ssh_host_<type>_key; a type ssh-keygen would not know is removed and not made again.
+        std::string type = name.substr(9, name.size() - 9 - 4);
+        if (type != "ed25519" && type != "ecdsa" && type != "rsa" && type != "dsa") continue;
+        HostKey made{type, key, comment};
+        (type == "rsa" || type == "dsa" ? out.later : quick).push_back(std::move(made));
+      }
+      if (auto done = GenerateHostKeys(quick, guest); !done) return Fail(done.error());
+      out.applied.applied.push_back("ssh_host_keys");
     }
   }
   return out;

@@ -1,4 +1,7 @@
 // POST /v1/identity: a fork becomes its own machine (identity.h), then takes its own token.
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
 #include "common/blocking.h"
 #include "common/protocol/identity.h"
 #include "guest-agent/api_context.h"
@@ -30,9 +33,17 @@ http::Task<void> SetIdentity(ApiContext ctx, http::Exchange& ex) {
   }
   // From here on the parent's token, which this request carries, is refused.
   ctx.token = request->token;
-  applied->applied.push_back("token");
-  nlohmann::json answer = protocol::ToJson(*applied);
+  applied->applied.applied.push_back("token");
+  nlohmann::json answer = protocol::ToJson(applied->applied);
   co_await ex.SendJson(http::bhttp::status::ok, answer);
+  // The slow host keys, once the fork is handed out (identity.h). Nothing waits for them.
+  if (!applied->later.empty()) {
+    boost::asio::post(ctx.blocking, [keys = std::move(applied->later), guest = ctx.options.identity_root == "/"] {
+      if (auto made = GenerateHostKeys(keys, guest); !made) {
+        spdlog::warn("identity: the SSH host keys left for after the answer: {}", made.error().message);
+      }
+    });
+  }
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // machine-id and SSH host keys land under the agent's identity root (a temp dir: nothing of the
 // host changes), then the parent's token is refused and the new one works. Bad fields change
 // nothing; an agent without an identity root refuses the call.
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -28,7 +30,8 @@ const std::string kNewToken = "fork-token-0123456789abcdef0123456789";
 
 }  // namespace
 
-TEST_CASE("identity: a fork's hostname, machine-id and SSH host keys are applied, then only its new token works",
+TEST_CASE("identity: a fork's hostname, machine-id and SSH host keys are applied, then only its new token works; "
+          "the parent's RSA key is gone at the answer and a new one follows",
           "[agent][identity]") {
   fs::path root;
   testing::TestAgent agent([&root](agent::AgentOptions& o) {
@@ -41,6 +44,10 @@ TEST_CASE("identity: a fork's hostname, machine-id and SSH host keys are applied
   Write(root / "etc" / "machine-id", "0123456789abcdef0123456789abcdef\n");
   Write(root / "etc" / "ssh" / "ssh_host_ed25519_key", "the parent's private key");
   Write(root / "etc" / "ssh" / "ssh_host_ed25519_key.pub", "the parent's public key");
+  Write(root / "etc" / "ssh" / "ssh_host_ecdsa_key", "the parent's ECDSA key");
+  Write(root / "etc" / "ssh" / "ssh_host_ecdsa_key.pub", "the parent's ECDSA public key");
+  Write(root / "etc" / "ssh" / "ssh_host_rsa_key", "the parent's RSA key");
+  Write(root / "etc" / "ssh" / "ssh_host_rsa_key.pub", "the parent's RSA public key");
 
   auto applied = agent.Client().Json(verb::post, "/v1/identity",
                                      nlohmann::json{{"token", kNewToken},
@@ -59,6 +66,18 @@ TEST_CASE("identity: a fork's hostname, machine-id and SSH host keys are applied
   std::string key = Read(root / "etc" / "ssh" / "ssh_host_ed25519_key");
   CHECK(key.find("BEGIN OPENSSH PRIVATE KEY") != std::string::npos);
   CHECK(Read(root / "etc" / "ssh" / "ssh_host_ed25519_key.pub").starts_with("ssh-ed25519 "));
+  CHECK(Read(root / "etc" / "ssh" / "ssh_host_ed25519_key.pub").ends_with(" root@fork-2\n"));
+  CHECK(Read(root / "etc" / "ssh" / "ssh_host_ecdsa_key.pub").starts_with("ecdsa-sha2-nistp256 "));
+  // The RSA key is made after the answer: the parent's was removed before it, and the new one
+  // (the private key written before the public one) turns up.
+  fs::path rsa = root / "etc" / "ssh" / "ssh_host_rsa_key";
+  CHECK(Read(rsa).find("the parent's") == std::string::npos);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(rsa.string() + ".pub") && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(Read(rsa.string() + ".pub").starts_with("ssh-rsa "));
+  CHECK(Read(rsa).find("BEGIN OPENSSH PRIVATE KEY") != std::string::npos);
 
   // The parent's token is refused from now on; the fork's works.
   auto old = agent.Client().Json(verb::get, "/v1/info");
