@@ -146,6 +146,9 @@ std::string FormatWorkspace(const v1::Workspace& ws, std::chrono::system_clock::
   add("Idle", fmt::format("{} after {} idle", v1::IdleActionName(ws.idle_action),
                           FormatDuration(seconds(ws.idle_timeout))));
   add("Max runtime", ws.max_runtime ? FormatDuration(seconds(*ws.max_runtime)) : "-");
+  add("Checkpoints", ws.checkpoints ? fmt::format("every {}, keep {}", FormatDuration(seconds(ws.checkpoints->every)),
+                                                  ws.checkpoints->keep)
+                                    : "-");
   add("Auto start", ws.auto_start ? "true" : "false");
   std::string labels;
   for (const auto& [k, v] : ws.labels) {

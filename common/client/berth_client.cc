@@ -592,6 +592,11 @@ Result<std::vector<v1::Template>> BerthClient::ListTemplates(Deadline deadline) 
   return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::TemplateListFromJson, verb::get, target);
 }
 
+Result<v1::Template> BerthClient::GetTemplate(std::string_view name, Deadline deadline) const {
+  std::string target = Route("/v1/templates/" + http::PercentEncode(name, false));
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::TemplateFromJson, verb::get, target);
+}
+
 Result<v1::Template> BerthClient::DeleteTemplate(std::string_view name, Deadline deadline) const {
   std::string target = Route("/v1/templates/" + http::PercentEncode(name, false));
   return Parsed(Call(verb::delete_, target, std::nullopt, deadline), v1::TemplateFromJson, verb::delete_, target);

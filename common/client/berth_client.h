@@ -234,6 +234,7 @@ class BerthClient {
                                            Deadline deadline) const;
   Result<v1::Template> CreateTemplate(const v1::CreateTemplate& request, Deadline deadline) const;
   Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) const;
+  Result<v1::Template> GetTemplate(std::string_view name, Deadline deadline) const;
   Result<v1::Template> DeleteTemplate(std::string_view name, Deadline deadline) const;
 
   // --- tenants and keys (admin scope) ---

@@ -158,6 +158,7 @@ json ToJson(const Workspace& ws) {
   j["idle_timeout"] = ws.idle_timeout;
   j["idle_action"] = IdleActionName(ws.idle_action);
   j["max_runtime"] = OptionalJson(ws.max_runtime);
+  j["checkpoints"] = ws.checkpoints ? json{{"every", ws.checkpoints->every}, {"keep", ws.checkpoints->keep}} : json();
   j["auto_start"] = ws.auto_start;
   j["screen"] = ws.screen;
   j["env"] = ToJson(ws.env);
@@ -211,6 +212,13 @@ Result<Workspace> WorkspaceFromJson(const json& j) {
   ReadState(r, ws.state);
   if (r.ok() && idle_action) ws.idle_action = *idle_action;
   if (screen) ws.screen = *screen;
+  if (const json* policy = r.Find("checkpoints"); r.ok() && policy && !policy->is_null()) {
+    Reader p(*policy, "checkpoints");
+    CheckpointPolicy c;
+    p.Integer("every", c.every, 0, kMaxSeconds).Integer("keep", c.keep, 0, kMaxCount);
+    if (auto done = p.Done(); !done) return Fail(done.error());
+    ws.checkpoints = c;
+  }
   if (const json* awake = r.Find("awake"); r.ok() && awake) {
     auto parsed = AwakeFromJson(*awake);
     if (!parsed) {

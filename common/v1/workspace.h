@@ -63,6 +63,13 @@ struct NetworkPolicy {
 nlohmann::json ToJson(const NetworkPolicy& policy);
 Result<NetworkPolicy> NetworkPolicyFromJson(const nlohmann::json& json);
 
+// Rolling checkpoints: a disk checkpoint every `every` seconds the workspace was active, the
+// newest `keep` kept.
+struct CheckpointPolicy {
+  int64_t every = 0;
+  int64_t keep = 0;
+};
+
 struct Workspace {
   Workspace() = default;
   std::string id;  // "ws_" + 16 hex
@@ -77,6 +84,7 @@ struct Workspace {
   int64_t idle_timeout = 1800;  // seconds
   IdleAction idle_action = IdleAction::kStop;
   std::optional<int64_t> max_runtime;  // seconds
+  std::optional<CheckpointPolicy> checkpoints;  // rolling checkpoints; none: off
   bool auto_start = true;
   std::string screen = "1280x800";  // the desktop's, WIDTHxHEIGHT
   StringMap env;

@@ -62,7 +62,7 @@ asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::v
   boost::system::error_code ignored;
   stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
   const auto& res = parser.get();
-  if (res.result() != bhttp::status::ok) {
+  if (res.result_int() / 100 != 2) {  // 202: a background exec, started
     co_return Fail(ErrorCode::kUnavailable,
                    fmt::format("the agent answered {} to {} {}", res.result_int(), bhttp::to_string(verb), target));
   }
@@ -88,6 +88,12 @@ asio::awaitable<Result<nlohmann::json>> GiveIdentity(const AgentLink& link, prot
                                                      std::chrono::milliseconds deadline) {
   std::string body = DumpJson(protocol::ToJson(request));
   co_return co_await AskAgent(link, bhttp::verb::post, "/v1/identity", deadline, std::move(body));
+}
+
+asio::awaitable<Result<nlohmann::json>> RunInGuest(const AgentLink& link, protocol::ExecRequest request,
+                                                   std::chrono::milliseconds deadline) {
+  std::string body = DumpJson(request.ToJson());
+  co_return co_await AskAgent(link, bhttp::verb::post, "/v1/exec", deadline, std::move(body));
 }
 
 }  // namespace berth::agent_client

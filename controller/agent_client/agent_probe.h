@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/exec.h"
 #include "common/protocol/identity.h"
 #include "controller/agent_client/agent_link.h"
 
@@ -36,5 +37,11 @@ boost::asio::awaitable<Result<nlohmann::json>> SyncGuest(const AgentLink& link, 
 // request.token is accepted. An agent older than the call answers 404 (unavailable here).
 boost::asio::awaitable<Result<nlohmann::json>> GiveIdentity(const AgentLink& link, protocol::IdentityRequest request,
                                                             std::chrono::milliseconds deadline);
+
+// POST /v1/exec in wait mode (a template's build, templates.cc): answers the ExecResult's JSON
+// once the command ended (or its timeout_ms killed it). Keep request.max_output_bytes small
+// enough for both streams to fit in kMaxActivityAnswer.
+boost::asio::awaitable<Result<nlohmann::json>> RunInGuest(const AgentLink& link, protocol::ExecRequest request,
+                                                          std::chrono::milliseconds deadline);
 
 }  // namespace berth::agent_client

@@ -61,6 +61,7 @@ v1::Workspace WorkspaceWire(const workspace::Workspace& ws,
                         ? v1::IdleAction::kHibernate
                         : v1::IdleAction::kStop;
   out.max_runtime = ws.max_runtime_s;
+  if (ws.checkpoints) out.checkpoints = v1::CheckpointPolicy{ws.checkpoints->every_s, ws.checkpoints->keep};
   out.auto_start = ws.auto_start;
   out.screen = ws.screen;
   out.env = StringMapOf(ws.env);
@@ -108,7 +109,7 @@ v1::ApiKey KeyWire(const store::ApiKey& k) {
   return out;
 }
 
-v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Template& t) {
+v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Template& t, bool with_log) {
   v1::Template wire;
   wire.id = t.id;
   wire.name = t.name;
@@ -116,6 +117,23 @@ v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Tem
   wire.checkpoint_id = t.checkpoint_id;
   wire.created_by = t.created_by;
   wire.created_at = t.created_at;
+  wire.state = t.state;
+  if (!t.error.empty()) wire.error = t.error;
+  if (!t.build.empty()) {
+    // Written by berthd (TemplateBuild::ToJson); read leniently all the same.
+    auto build = ParseJson(t.build).value_or(nlohmann::json());
+    auto text = [&build](const char* key) -> std::optional<std::string> {
+      if (!build.is_object() || !build.contains(key) || !build[key].is_string()) return std::nullopt;
+      return build[key].get<std::string>();
+    };
+    wire.script = text("script");
+    wire.start = text("start");
+    wire.ready = text("ready");
+    if (build.is_object() && build.contains("timeout_s") && build["timeout_s"].is_number_integer()) {
+      wire.timeout_s = build["timeout_s"].get<int64_t>();
+    }
+    if (with_log) wire.build_log = t.build_log;
+  }
   if (auto ws = service.Get(t.tenant_id, t.workspace_id)) {
     wire.workspace = ws->name;
     wire.image = ws->image;

@@ -37,7 +37,8 @@ v1::Event EventWire(const store::Event& event);
 v1::Checkpoint CheckpointWire(const store::Checkpoint& checkpoint, int64_t size_bytes);
 // A template with what a workspace made from it is: its source's image and size (read from the
 // source while it is there; it cannot be deleted while the template is).
-v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Template& t);
+// `with_log`: a build's log too (GET /v1/templates/{tpl}).
+v1::Template TemplateWire(workspace::WorkspaceService& service, const store::Template& t, bool with_log = false);
 
 // The same as JSON.
 nlohmann::json WorkspaceJson(const workspace::Workspace& ws,

@@ -12,7 +12,9 @@ namespace {
 using http::bhttp::status;
 using http::bhttp::verb;
 
-nlohmann::json Shown(ApiContext& ctx, const store::Template& t) { return v1::ToJson(TemplateWire(ctx.service, t)); }
+nlohmann::json Shown(ApiContext& ctx, const store::Template& t, bool with_log = false) {
+  return v1::ToJson(TemplateWire(ctx.service, t, with_log));
+}
 
 http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kWrite)) co_return;
@@ -34,7 +36,9 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
     co_return;
   }
   auto json = Shown(ctx, *made);
-  co_await ex.SendJson(status::created, json);
+  // A build goes on after the answer: GET /v1/templates/{tpl} says when it is ready.
+  const auto code = made->state == "building" ? status::accepted : status::created;
+  co_await ex.SendJson(code, json);
 }
 
 http::Task<void> List(ApiContext& ctx, http::Exchange& ex) {
@@ -59,7 +63,7 @@ http::Task<void> Get(ApiContext& ctx, http::Exchange& ex) {
     co_await ex.SendError(found.error());
     co_return;
   }
-  auto json = Shown(ctx, *found);
+  auto json = Shown(ctx, *found, true);
   co_await ex.SendJson(status::ok, json);
 }
 
@@ -67,7 +71,8 @@ http::Task<void> Delete(ApiContext& ctx, http::Exchange& ex) {
   if (!co_await Require(ex, Scope::kWrite)) co_return;
   std::string tenant = PrincipalOf(ex).tenant_id;
   std::string name(ex.param("tpl"));
-  auto gone = co_await ctx.Blocking([&] { return ctx.service.DeleteTemplate(tenant, name); });
+  std::string by = ActorOf(ex);
+  auto gone = co_await ctx.service.DeleteTemplate(tenant, name, by);
   if (!gone) {
     co_await ex.SendError(gone.error());
     co_return;

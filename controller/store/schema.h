@@ -232,6 +232,19 @@ CREATE TABLE templates (
   UNIQUE (tenant_id, name)
 );
 )sql",
+      // 14: templates built from a setup script (templates.cc): building, ready or failed, the
+      // build's request and the end of its output. Those of migration 13 are ready.
+      R"sql(
+ALTER TABLE templates ADD COLUMN state TEXT NOT NULL DEFAULT 'ready';
+ALTER TABLE templates ADD COLUMN error TEXT NOT NULL DEFAULT '';
+ALTER TABLE templates ADD COLUMN build TEXT NOT NULL DEFAULT '';
+ALTER TABLE templates ADD COLUMN build_log TEXT NOT NULL DEFAULT '';
+)sql",
+      // 15: rolling checkpoints (checkpoints: {every, keep}); NULL: none.
+      R"sql(
+ALTER TABLE workspaces ADD COLUMN checkpoint_every_s INTEGER;
+ALTER TABLE workspaces ADD COLUMN checkpoint_keep INTEGER;
+)sql",
   };
   return kMigrations;
 }

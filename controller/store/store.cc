@@ -14,7 +14,15 @@ constexpr std::string_view kWorkspaceColumns =
     "id, tenant_id, name, image, image_version, size, vcpus, memory_mib, disk_gib, "
     "idle_timeout_s, idle_action, max_runtime_s, auto_start, env, labels, state, error, "
     "transport, uuid, vsock_cid, created_at, updated_at, started_at, last_active_at, agent_port, "
-    "network, net_uid, screen, disk_gen, disk_parent, resume_memory, from_checkpoint, fresh_identity";
+    "network, net_uid, screen, disk_gen, disk_parent, resume_memory, from_checkpoint, fresh_identity, "
+    "checkpoint_every_s, checkpoint_keep";
+
+std::optional<int64_t> CheckpointEvery(const Workspace& ws) {
+  return ws.checkpoints ? std::optional<int64_t>(ws.checkpoints->every_s) : std::nullopt;
+}
+std::optional<int64_t> CheckpointKeep(const Workspace& ws) {
+  return ws.checkpoints ? std::optional<int64_t>(ws.checkpoints->keep) : std::nullopt;
+}
 
 Workspace ReadWorkspace(const Statement& s) {
   Workspace ws;
@@ -56,6 +64,9 @@ Workspace ReadWorkspace(const Statement& s) {
   ws.resume_memory = s.OptText(30);
   ws.from_checkpoint = s.OptText(31);
   ws.fresh_identity = s.Int(32) != 0;
+  if (auto every = s.OptInt(33), keep = s.OptInt(34); every && keep) {
+    ws.checkpoints = workspace::CheckpointPolicy{*every, static_cast<int>(*keep)};
+  }
   return ws;
 }
 
@@ -261,7 +272,7 @@ Result<Event> Store::InsertWorkspace(const Workspace& ws, const NewEvent& event,
 Status Store::InsertWorkspaceLocked(const Workspace& ws) {
   auto stmt = db_.Prepare(fmt::format(
       "INSERT INTO workspaces ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       kWorkspaceColumns));
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.id).Bind(2, ws.tenant_id).Bind(3, ws.name).Bind(4, ws.image)
@@ -274,7 +285,8 @@ Status Store::InsertWorkspaceLocked(const Workspace& ws) {
       .Bind(23, ws.started_at).Bind(24, ws.last_active_at).Bind(25, ws.agent_port)
       .Bind(26, DumpJson(network::PolicyJson(ws.network))).Bind(27, ws.net_uid)
       .Bind(28, ws.screen).Bind(29, ws.disk_gen).Bind(30, ws.disk_parent)
-      .Bind(31, ws.resume_memory).Bind(32, ws.from_checkpoint).Bind(33, ws.fresh_identity);
+      .Bind(31, ws.resume_memory).Bind(32, ws.from_checkpoint).Bind(33, ws.fresh_identity)
+      .Bind(34, CheckpointEvery(ws)).Bind(35, CheckpointKeep(ws));
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,
@@ -359,8 +371,8 @@ Status Store::UpdateWorkspaceLocked(const Workspace& ws) {
   auto stmt = db_.Prepare(
       "UPDATE workspaces SET name = ?, idle_timeout_s = ?, idle_action = ?, max_runtime_s = ?, "
       "auto_start = ?, env = ?, labels = ?, state = ?, error = ?, updated_at = ?, started_at = ?, "
-      "last_active_at = ?, image_version = ?, agent_port = ?, network = ?, resume_memory = ?, fresh_identity = ? "
-      "WHERE id = ?");
+      "last_active_at = ?, image_version = ?, agent_port = ?, network = ?, resume_memory = ?, fresh_identity = ?, "
+      "checkpoint_every_s = ?, checkpoint_keep = ? WHERE id = ?");
   if (!stmt) return Fail(stmt.error());
   stmt->Bind(1, ws.name).Bind(2, ws.idle_timeout_s).Bind(3, IdleActionName(ws.idle_action))
       .Bind(4, ws.max_runtime_s).Bind(5, ws.auto_start).Bind(6, DumpJson(ws.env))
@@ -368,7 +380,7 @@ Status Store::UpdateWorkspaceLocked(const Workspace& ws) {
       .Bind(10, ws.updated_at).Bind(11, ws.started_at).Bind(12, ws.last_active_at)
       .Bind(13, ws.image_version).Bind(14, ws.agent_port)
       .Bind(15, DumpJson(network::PolicyJson(ws.network))).Bind(16, ws.resume_memory).Bind(17, ws.fresh_identity)
-      .Bind(18, ws.id);
+      .Bind(18, CheckpointEvery(ws)).Bind(19, CheckpointKeep(ws)).Bind(20, ws.id);
   auto status = stmt->Run();
   if (!status && status.error().code == ErrorCode::kAlreadyExists) {
     return Fail(ErrorCode::kAlreadyExists,

@@ -101,14 +101,20 @@ struct Checkpoint {
 
 // A template (controller/workspace/templates.cc): a checkpoint with memory published under a
 // name for the tenant; new workspaces are forks of it.
+// One built from a setup script is "building" while its workspace (berthd's, made for it) runs
+// the script, then "ready" with the checkpoint taken after it, or "failed" with why.
 struct Template {
   std::string id;  // "tpl_" + 16 hex characters
   std::string tenant_id;
   std::string name;
   std::string workspace_id;  // the checkpoint's workspace
-  std::string checkpoint_id;
+  std::string checkpoint_id;  // empty until a build is ready
   std::string created_by;
   int64_t created_at = 0;
+  std::string state = "ready";  // building, ready, failed
+  std::string error;            // a failed build's reason
+  std::string build;            // a script build's request (JSON: script, start, ready, timeout_s); empty: none
+  std::string build_log;        // the end of its output
 };
 
 // What one disk change does to the checkpoint rows, in the transaction that moves the
@@ -202,6 +208,10 @@ class Store {
   Result<std::vector<Template>> ListTemplates(const std::string& tenant_id);
   Result<Template> GetTemplate(const std::string& tenant_id, const std::string& id_or_name);
   Status DeleteTemplate(const std::string& id);
+  // A build's end: `state` ready (with its checkpoint) or failed (with `error`), and its log.
+  // not_found when the template was deleted meanwhile.
+  Status FinishTemplate(const std::string& id, const std::string& state, const std::string& checkpoint_id,
+                        const std::string& error, const std::string& build_log);
 
   // --- previews (store_previews.cc) ---
   // `token_hash` empty for a public preview.

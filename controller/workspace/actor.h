@@ -75,6 +75,10 @@ class Actor : public std::enable_shared_from_this<Actor> {
   int64_t persisted_activity = 0;
   // The idle loop's probe of this workspace is in flight (a slow guest is not asked twice).
   bool idle_check_running = false;
+  // Rolling checkpoints (rolling.cc): when the last was taken (-1: not read from the store
+  // yet), and whether one is being taken or pruned now.
+  int64_t last_rolling_at = -1;
+  std::atomic<bool> rolling_busy{false};
   // Who the events committed now are by (store/event_filter.h): an API call's key during its
   // step (WorkspaceService::OnStrand with a `by`), berthd itself otherwise.
   std::string event_actor = std::string(store::kSystemActor);

@@ -35,6 +35,13 @@ Task<Result<std::vector<Workspace>>> WorkspaceService::Fork(std::string tenant_i
     auto read = [this, &tenant_id, &request] { return store_.GetTemplate(tenant_id, request.template_name); };
     auto t = co_await Blocking(std::move(read));
     if (!t) co_return Fail(t.error());  // 404 for an unknown one, as for an unknown source
+    if (t->state == "building") {
+      co_return Fail(ErrorCode::kFailedPrecondition, fmt::format("template '{}' is still being built", t->name));
+    }
+    if (t->state != "ready") {
+      co_return Fail(ErrorCode::kFailedPrecondition,
+                     fmt::format("template '{}' failed to build: {}", t->name, t->error));
+    }
     request.source = t->workspace_id;
     request.checkpoint = t->checkpoint_id;
   }
@@ -103,6 +110,7 @@ Result<std::vector<Workspace>> WorkspaceService::ForkBlocking(const std::string&
     ws.idle_timeout_s = source.idle_timeout_s;
     ws.idle_action = source.idle_action;
     ws.max_runtime_s = source.max_runtime_s;
+    ws.checkpoints = source.checkpoints;
     ws.auto_start = source.auto_start;
     ws.screen = source.screen;
     ws.env = source.env;
@@ -237,7 +245,8 @@ std::vector<std::string> WorkspaceService::ForksOf(const Workspace& ws) const {
   }
   if (auto templates = store_.ListTemplates(ws.tenant_id)) {
     for (const auto& t : *templates) {
-      if (t.workspace_id == ws.id) out.push_back(fmt::format("template '{}'", t.name));
+      // Not one being built (or failed): deleting its workspace ends that build.
+      if (t.workspace_id == ws.id && t.state == "ready") out.push_back(fmt::format("template '{}'", t.name));
     }
   }
   std::sort(out.begin(), out.end());

@@ -143,6 +143,8 @@ Task<void> WorkspaceService::IdleCheck(ActorPtr a) {
     }
   }
 
+  co_await MaybeRollCheckpoint(a, now, last);
+  if (stopping_ || a->record().state != State::kRunning || a->pending_ops() > 0) co_return;
   const Workspace& cur = a->record();
   bool over_runtime = cur.max_runtime_s && cur.started_at && now >= *cur.started_at + *cur.max_runtime_s;
   bool idle = now >= last + cur.idle_timeout_s;

@@ -50,12 +50,6 @@ std::string ConsoleTail(const fs::path& log, size_t bytes = 600) {
 
 bool Up(DomainState s) { return s == DomainState::kRunning || s == DomainState::kPaused; }
 
-Task<void> Sleep(std::chrono::milliseconds d) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, d);
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  (void)ec;  // cancelled only when the pool stops, and then nothing runs after it
-}
-
 // A stable MAC from the UUID: the guest keeps its interface name and DHCP lease; a fork has a
 // uuid, and so a MAC, of its own.
 std::string MacFor(const Workspace& ws) {
@@ -509,6 +503,9 @@ Task<void> WorkspaceService::Stopped(const ActorPtr& a, bool saved) {
   if (auto s = store_.CloseUsage(ws.id, Now()); !s) {
     spdlog::warn("usage for {}: {}", ws.id, s.error().message);
   }
+  // Its layers are closed now: the rolling checkpoints past `keep` can go (rolling.cc), after
+  // this operation.
+  if (!saved && ws.checkpoints && !stopping_) asio::co_spawn(loops_, PruneRolling(a), asio::detached);
 }
 
 Task<Status> WorkspaceService::PowerOff(const ActorPtr& a, bool force) {

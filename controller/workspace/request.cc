@@ -96,11 +96,30 @@ Status ValidateScreen(std::string_view screen) {
   return {};
 }
 
+Result<std::optional<CheckpointPolicy>> ParseCheckpointPolicy(const json& value) {
+  if (value.is_null()) return std::optional<CheckpointPolicy>();
+  if (!value.is_object()) return Fail(Invalid("'checkpoints' must be {\"every\": seconds, \"keep\": N} or null"));
+  for (const auto& [k, v] : value.items()) {
+    if (k != "every" && k != "keep") return Fail(Invalid(fmt::format("unknown field 'checkpoints.{}'", k)));
+  }
+  CheckpointPolicy p;
+  if (!value.contains("every")) return Fail(Invalid("'checkpoints.every' is required (seconds)"));
+  auto every = Integer(value, "every", kMinCheckpointEvery, kMaxDuration);
+  if (!every) return Fail(Invalid("'checkpoints." + every.error().message.substr(1)));
+  p.every_s = *every;
+  if (value.contains("keep")) {
+    auto keep = Integer(value, "keep", 1, kMaxCheckpointKeep);
+    if (!keep) return Fail(Invalid("'checkpoints." + keep.error().message.substr(1)));
+    p.keep = static_cast<int>(*keep);
+  }
+  return std::optional<CheckpointPolicy>(p);
+}
+
 Result<CreateRequest> ParseCreateRequest(const json& body) {
   if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
   static const std::set<std::string, std::less<>> kKnown = {
       "name", "image", "size", "cpus", "memory_mib", "disk_gib", "idle_timeout", "idle_action",
-      "max_runtime", "auto_start", "env", "labels", "network", "screen"};
+      "max_runtime", "auto_start", "env", "labels", "network", "screen", "checkpoints"};
   for (const auto& [k, v] : body.items()) {
     if (!kKnown.contains(k)) return Fail(Invalid(fmt::format("unknown field '{}'", k)));
   }
@@ -156,6 +175,11 @@ Result<CreateRequest> ParseCreateRequest(const json& body) {
     auto n = Integer(body, "max_runtime", 60, kMaxDuration);
     if (!n) return Fail(n.error());
     r.max_runtime_s = *n;
+  }
+  if (body.contains("checkpoints")) {
+    auto policy = ParseCheckpointPolicy(body["checkpoints"]);
+    if (!policy) return Fail(policy.error());
+    r.checkpoints = *policy;
   }
   if (body.contains("screen")) {
     if (!body["screen"].is_string()) return Fail(Invalid("'screen' must be a string such as \"1920x1080\""));
@@ -260,22 +284,75 @@ Result<ForkRequest> ParseForkCheckpointRequest(const json& body, std::string sou
   return r;
 }
 
+json TemplateBuild::ToJson() const {
+  json j{{"script", script}, {"image", image}, {"size", size}, {"timeout_s", timeout_s}};
+  if (!start.empty()) j["start"] = start;
+  if (!ready.empty()) j["ready"] = ready;
+  return j;
+}
+
+namespace {
+
+Result<TemplateRequest> ParseTemplateBuild(const json& body) {
+  TemplateRequest r;
+  TemplateBuild b;
+  r.name = body["name"].get<std::string>();
+  if (r.name.size() + kTemplateBuilderPrefix.size() > kMaxWorkspaceName) {
+    return Fail(Invalid(fmt::format("a template built from a script has a name of at most {} characters (its "
+                                    "workspace is called \"{}<name>\")",
+                                    kMaxWorkspaceName - kTemplateBuilderPrefix.size(), kTemplateBuilderPrefix)));
+  }
+  auto text = [&body](const char* key, size_t max, std::string& out) -> Status {
+    if (!body.contains(key) || body[key].is_null()) return {};
+    if (!body[key].is_string()) return Fail(Invalid(fmt::format("'{}' must be a string", key)));
+    out = body[key].get<std::string>();
+    if (out.size() > max || out.find('\0') != std::string::npos) {
+      return Fail(Invalid(fmt::format("'{}' must be at most {} bytes, without NUL", key, max)));
+    }
+    return {};
+  };
+  if (auto s = text("script", kMaxTemplateScript, b.script); !s) return Fail(s.error());
+  if (b.script.empty()) return Fail(Invalid("'script' must not be empty"));
+  if (auto s = text("start", 4096, b.start); !s) return Fail(s.error());
+  if (auto s = text("ready", 4096, b.ready); !s) return Fail(s.error());
+  if (auto s = text("image", 128, b.image); !s) return Fail(s.error());
+  if (auto s = ValidateImageName(b.image); !s) return Fail(s.error());
+  if (auto s = text("size", 16, b.size); !s) return Fail(s.error());
+  if (!SizeByName(b.size)) return Fail(Invalid("'size' must be small, medium or large"));
+  if (body.contains("timeout_s")) {
+    auto n = Integer(body, "timeout_s", 10, kMaxTemplateBuild);
+    if (!n) return Fail(n.error());
+    b.timeout_s = *n;
+  }
+  r.build = std::move(b);
+  return r;
+}
+
+}  // namespace
+
 Result<TemplateRequest> ParseTemplateRequest(const json& body) {
   if (!body.is_object()) return Fail(Invalid("the body must be a JSON object"));
+  const bool scripted = body.contains("script");
   for (const auto& [k, v] : body.items()) {
-    if (k == "script") {
-      return Fail(Invalid("templates made by a setup script are not built yet: run the script in a workspace and "
-                          "make the template from it ({\"from\": {\"workspace\": ...}})"));
+    bool known = k == "name" || (scripted ? (k == "script" || k == "start" || k == "ready" || k == "image" ||
+                                             k == "size" || k == "timeout_s")
+                                          : k == "from");
+    if (!known) {
+      return Fail(Invalid(k == "from" ? std::string("give either 'from' or 'script', not both")
+                                      : fmt::format("unknown field '{}'", k)));
     }
-    if (k != "name" && k != "from") return Fail(Invalid(fmt::format("unknown field '{}'", k)));
   }
+  if (!body.contains("name") || !body["name"].is_string()) return Fail(Invalid("'name' is required (a string)"));
+  if (auto s = ValidateName(body["name"].get<std::string>()); !s) return Fail(s.error());
+  if (scripted) return ParseTemplateBuild(body);
   TemplateRequest r;
   if (!body.contains("name") || !body["name"].is_string()) return Fail(Invalid("'name' is required (a string)"));
   r.name = body["name"].get<std::string>();
   if (auto s = ValidateName(r.name); !s) return Fail(s.error());
   const json* from = body.contains("from") ? &body["from"] : nullptr;
   if (from == nullptr || !from->is_object() || !from->contains("workspace") || !(*from)["workspace"].is_string()) {
-    return Fail(Invalid("'from' must be {\"workspace\": ID or name, \"checkpoint\"?: ID or name}"));
+    return Fail(Invalid("'from' must be {\"workspace\": ID or name, \"checkpoint\"?: ID or name}, or give 'script' "
+                        "to build the template"));
   }
   for (const auto& [k, v] : from->items()) {
     if (k != "workspace" && k != "checkpoint") return Fail(Invalid(fmt::format("unknown field 'from.{}'", k)));
@@ -355,6 +432,10 @@ Status ApplyPatch(const json& body, Workspace& ws) {
         if (!n) return Fail(n.error());
         out.max_runtime_s = *n;
       }
+    } else if (k == "checkpoints") {
+      auto policy = ParseCheckpointPolicy(v);
+      if (!policy) return Fail(policy.error());
+      out.checkpoints = *policy;
     } else if (k == "auto_start") {
       if (!v.is_boolean()) return Fail(Invalid("'auto_start' must be true or false"));
       out.auto_start = v.get<bool>();
@@ -364,8 +445,8 @@ Status ApplyPatch(const json& body, Workspace& ws) {
       out.env = v;
     } else {
       return Fail(Invalid(fmt::format("'{}' cannot be changed (name, labels, env, idle_timeout, "
-                                      "idle_action, max_runtime, auto_start, size, cpus, "
-                                      "memory_mib, disk_gib can)", k)));
+                                      "idle_action, max_runtime, checkpoints, auto_start, size, "
+                                      "cpus, memory_mib, disk_gib can)", k)));
     }
   }
   ws = std::move(out);

@@ -19,6 +19,11 @@ inline constexpr int kMaxMemoryMib = 64 * 1024;
 inline constexpr int kMaxDiskGib = 2048;         // qcow2 is sparse; this only caps a typo
 inline constexpr int64_t kMinIdleTimeout = 10;   // shorter would stop a VM still booting tools
 inline constexpr int64_t kMaxDuration = 365LL * 24 * 3600;
+// Rolling checkpoints: at most one a minute, at most this many kept.
+inline constexpr int64_t kMinCheckpointEvery = 60;
+inline constexpr int kMaxCheckpointKeep = 100;
+// `checkpoints`: {"every": seconds, "keep": N}, or null for none.
+Result<std::optional<CheckpointPolicy>> ParseCheckpointPolicy(const nlohmann::json& value);
 inline constexpr size_t kMaxEnvEntries = 256;
 // The env travels to the agent in one request header (Berth-Env), under the agent's 16 KiB
 // header limit with room for the rest of the request.
@@ -38,6 +43,7 @@ struct CreateRequest {
   int64_t idle_timeout_s = 1800;
   IdleAction idle_action = IdleAction::kStop;
   std::optional<int64_t> max_runtime_s;
+  std::optional<CheckpointPolicy> checkpoints;
   bool auto_start = true;
   std::string screen = "1280x800";
   nlohmann::json env = nlohmann::json::object();
@@ -67,13 +73,32 @@ bool IsForkRequest(const nlohmann::json& body);
 Result<ForkRequest> ParseForkRequest(const nlohmann::json& body);
 Result<ForkRequest> ParseForkCheckpointRequest(const nlohmann::json& body, std::string source, std::string checkpoint);
 
+// A template built from a setup script (templates.cc): a new workspace of `image` and `size`
+// (berthd's, named kTemplateBuilderPrefix + the template's name) runs `script` with bash -e in
+// /workspace as its user; then `start` is left running in the background, and `ready` is run
+// until it exits 0; then its memory is checkpointed. All within `timeout_s`.
+inline constexpr std::string_view kTemplateBuilderPrefix = "template-";
+inline constexpr size_t kMaxTemplateScript = 64 * 1024;
+inline constexpr int64_t kMaxTemplateBuild = 7200;
+struct TemplateBuild {
+  std::string script;
+  std::string start;  // empty: none
+  std::string ready;  // empty: none
+  std::string image = "base";
+  std::string size = "small";
+  int64_t timeout_s = 1800;
+  nlohmann::json ToJson() const;
+};
+
 // POST /v1/templates {"name", "from": {"workspace", "checkpoint"?}}: a checkpoint with memory
-// published under a name (templates.cc).
+// published under a name; or {"name", "script", "start"?, "ready"?, "image"?, "size"?,
+// "timeout_s"?}: one built (templates.cc).
 struct TemplateRequest {
   std::string by;
   std::string name;
   std::string workspace;
   std::optional<std::string> checkpoint;  // none: one with memory is taken now
+  std::optional<TemplateBuild> build;     // a script's instead of a workspace's
 };
 Result<TemplateRequest> ParseTemplateRequest(const nlohmann::json& body);
 // A desktop screen size, "WIDTHxHEIGHT": width 640-3840 and a multiple of 8 (the guest's video

@@ -81,6 +81,7 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
   if (!options_.probe) options_.probe = agent_client::ProbeActivity;
   if (!options_.sync_guest) options_.sync_guest = agent_client::SyncGuest;
   if (!options_.give_identity) options_.give_identity = agent_client::GiveIdentity;
+  if (!options_.run_in_guest) options_.run_in_guest = agent_client::RunInGuest;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;
   if (!options_.host_disk) options_.host_disk = StatHostDisk;
   if (!options_.kvm_works) {
@@ -115,6 +116,7 @@ Status WorkspaceService::Run() {
   auto all = store_.ListAllWorkspaces();
   if (!all) return Fail(all.error());
   DropUnrecordedCreates(*all);
+  FailInterruptedBuilds();
   ReconcileDisks(*all);
   for (auto& ws : *all) Adopt(std::move(ws));
   spdlog::info("workspaces: {} loaded; {} guests, {} transport, boot deadline {} s", all->size(),
@@ -271,6 +273,7 @@ Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_
   ws.idle_timeout_s = request.idle_timeout_s;
   ws.idle_action = request.idle_action;
   ws.max_runtime_s = request.max_runtime_s;
+  ws.checkpoints = request.checkpoints;
   ws.auto_start = request.auto_start;
   ws.screen = request.screen;
   ws.env = request.env;

@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/exec.h"
 #include "common/protocol/identity.h"
 #include "controller/agent_client/agent_link.h"
 #include "controller/hypervisor/hypervisor.h"
@@ -118,6 +119,11 @@ struct ServiceOptions {
                                              std::chrono::milliseconds)>
       give_identity;
   std::chrono::milliseconds identity_deadline{60000};
+  // A command run to its end in a template's builder (POST /v1/exec, templates.cc); replaced in
+  // unit tests. The build's timeout covers it.
+  std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, protocol::ExecRequest,
+                                             std::chrono::milliseconds)>
+      run_in_guest;
   // Disk creation; replaced in unit tests that run no qemu-img.
   std::function<Status(const ImageVersion&, const Layout&, int disk_gib)> make_disks;
   // Whether KVM works here (accel "auto"); replaced in unit tests.
@@ -239,11 +245,16 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // A checkpoint with memory published under a name for the tenant (one is taken now when none
   // is named: the workspace must be running or hibernated); POST /v1/workspaces {template} forks
   // it. The checkpoint stays its workspace's, which can delete neither it nor itself meanwhile.
+  // With a script (request.build) it answers at once, "building": a workspace of its own runs
+  // the script, and its memory checkpoint afterwards is the template ("ready"), or the build is
+  // "failed" with why and the end of its output, and that workspace is deleted.
   Task<Result<store::Template>> CreateTemplate(std::string tenant_id, TemplateRequest request);
   // Blocking (SQLite).
   Result<std::vector<store::Template>> ListTemplates(const std::string& tenant_id);
   Result<store::Template> GetTemplate(const std::string& tenant_id, const std::string& id_or_name);
-  Result<store::Template> DeleteTemplate(const std::string& tenant_id, const std::string& id_or_name);
+  // A template a script built goes with the workspace berthd made for it, unless forks stand on
+  // that one's checkpoint (it is left then, for them, and deletable once they are gone).
+  Task<Result<store::Template>> DeleteTemplate(std::string tenant_id, std::string id_or_name, std::string by = {});
 
   // --- the guest network (network_ops.cc; blocking: call them off I/O threads) --------------
   // "isolated", "off" or "failed" (v1::Health::network). Any thread; does not block.
@@ -384,6 +395,16 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Status MakeForkDisks(const Workspace& ws, const Layout& layout);
   // Gives a fork's guest, its agent up with its parent's token, an identity of its own (forks.cc).
   Task<Status> GiveIdentity(const ActorPtr& actor, std::string mac);
+  // --- templates (templates.cc) ---
+  Task<Result<store::Template>> StartTemplateBuild(std::string tenant_id, TemplateRequest request);
+  Task<void> BuildTemplate(std::string tenant_id, store::Template t, TemplateBuild build, std::string by);
+  Task<Result<agent_client::AgentLink>> WakeBuilder(const std::string& tenant_id, const std::string& workspace,
+                                                    std::chrono::milliseconds deadline);
+  Task<Result<protocol::ExecResult>> RunInBuilder(const std::string& tenant_id, const std::string& workspace,
+                                                  protocol::ExecRequest request, std::chrono::milliseconds deadline);
+  Task<Result<std::string>> RunBuildSteps(const std::string& tenant_id, const std::string& workspace,
+                                          const TemplateBuild& build, std::string& log);
+  void FailInterruptedBuilds();
   // What stands on checkpoint `c` of `ws` (`rows`: its checkpoints): forks of it or of one
   // above it, and templates of those ("template 'x'"). Deleting it would change their layers.
   std::vector<std::string> ForksOn(const Workspace& ws, const store::Checkpoint& c,
@@ -462,6 +483,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Task<void> IdleLoop();
   void IdleTick();
   Task<void> IdleCheck(ActorPtr actor);
+  // --- rolling checkpoints (rolling.cc) ---
+  Task<void> MaybeRollCheckpoint(ActorPtr actor, int64_t now, int64_t last_active);
+  Task<void> TakeRolling(ActorPtr actor);
+  Task<void> PruneRolling(ActorPtr actor);
   // --- reconcile (reconcile.cc) ---
   Task<void> ReconcileLoop();
   Task<void> ReconcileAll();

@@ -1,8 +1,10 @@
 // Private to controller/workspace/: the two ways the service's code changes threads, shared by
-// service.cc, transitions.cc, operations.cc, idle.cc and reconcile.cc.
+// service.cc, transitions.cc, operations.cc, idle.cc, reconcile.cc and the others here.
 #pragma once
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
@@ -41,6 +43,13 @@ auto WorkspaceService::OnStrand(const ActorPtr& actor, std::string by, F&& fn)
     co_return fn();
   };
   return boost::asio::co_spawn(actor->strand(), std::move(step), boost::asio::use_awaitable);
+}
+
+// A pause in a coroutine on the service's pools.
+inline Task<void> Sleep(std::chrono::milliseconds d) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, d);
+  auto [ec] = co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  (void)ec;  // cancelled only when the pool stops, and then nothing runs after it
 }
 
 inline Error Conflict(const Workspace& ws, std::string_view what) {

@@ -40,6 +40,14 @@ struct Size {
 // small (1 vCPU, 1 GiB), medium (2, 2 GiB), large (2, 4 GiB).
 std::optional<Size> SizeByName(std::string_view name);
 
+// Rolling checkpoints (`checkpoints: {every, keep}`, checkpoints.cc): a disk checkpoint of the
+// running workspace every `every_s` seconds it was active, the newest `keep` of them kept.
+struct CheckpointPolicy {
+  int64_t every_s = 3600;
+  int keep = 24;
+  bool operator==(const CheckpointPolicy&) const = default;
+};
+
 struct Workspace {
   std::string id;         // "ws_" + 16 hex characters
   std::string tenant_id;
@@ -53,6 +61,7 @@ struct Workspace {
   int64_t idle_timeout_s = 1800;
   IdleAction idle_action = IdleAction::kStop;
   std::optional<int64_t> max_runtime_s;
+  std::optional<CheckpointPolicy> checkpoints;  // none: no rolling checkpoints
   bool auto_start = true;
   // The desktop's screen, "WIDTHxHEIGHT", chosen at create; the guest sets it from fw_cfg.
   std::string screen = "1280x800";

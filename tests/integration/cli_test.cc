@@ -874,6 +874,22 @@ TEST_CASE("berth fork makes running forks of a checkpoint (NAME-1..N with --coun
   CHECK(r.code == 2);
   CHECK(r.err.find("--template gives") != std::string::npos);
 
+  // A template built from a script file: --wait follows the build; one that fails prints the
+  // end of its output and why (exit 6), and ls says failed.
+  std::filesystem::path script = berthd.dir() / "setup.sh";
+  std::ofstream(script) << "echo installing\necho 'E: Unable to locate package nope' >&2\nexit 3\n";
+  r = cli({"template", "create", "built", "--script", script.string(), "--wait"});
+  CHECK(r.code == 6);
+  CHECK(r.err.find("installing\nE: Unable to locate package nope\n") != std::string::npos);
+  CHECK(r.err.find("template built failed to build: the script exited with 3") != std::string::npos);
+  r = cli({"template", "ls"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("built  failed") != std::string::npos);
+  r = cli({"template", "create", "other", "--script", script.string(), "--from", "cli-src"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("either --from WORKSPACE or --script FILE") != std::string::npos);
+  CHECK(cli({"template", "rm", "built"}).code == 0);
+
   // The checkpoints the forks stand on cannot go; the forks can, and then they can.
   r = cli({"checkpoints", "cli-src", "--rm", "base"});
   CHECK(r.code == 6);

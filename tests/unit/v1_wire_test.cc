@@ -84,8 +84,18 @@ TEST_CASE("a workspace round-trips through its JSON, field for field", "[v1]") {
   CHECK_FALSE(back->size);
   CHECK_FALSE(back->awake);
   // A newer berthd's extra fields are no error.
-  j["checkpoints"] = json::array();
+  j["a_later_field"] = json::array();
   CHECK(v1::WorkspaceFromJson(j).has_value());
+  // The rolling checkpoint policy: null when off, {every, keep} when on.
+  CHECK(j["checkpoints"].is_null());
+  ws.checkpoints = v1::CheckpointPolicy{3600, 24};
+  j = v1::ToJson(ws);
+  CHECK(j["checkpoints"] == json({{"every", 3600}, {"keep", 24}}));
+  back = v1::WorkspaceFromJson(j);
+  REQUIRE(back);
+  REQUIRE(back->checkpoints);
+  CHECK(back->checkpoints->every == 3600);
+  CHECK(back->checkpoints->keep == 24);
 }
 
 TEST_CASE("a malformed workspace answer is an error naming the field, never a throw", "[v1]") {

@@ -545,5 +545,93 @@ TEST_CASE("checkpoints: a delete killed after its first rebase is finished at be
   REQUIRE(t.f.Reaches(ws.id, State::kRunning));
 }
 
+// The rolling checkpoints a workspace has, oldest first.
+std::vector<std::string> Rolling(CheckpointFixture& t, const std::string& ws) {
+  auto rows = t.f.store->ListCheckpoints(ws);
+  REQUIRE(rows.has_value());
+  std::vector<store::Checkpoint> rolling;
+  for (const auto& c : *rows) {
+    if (c.kind == "rolling" && c.state == "ready") rolling.push_back(c);
+  }
+  std::sort(rolling.begin(), rolling.end(),
+            [](const auto& x, const auto& y) { return std::tie(x.created_at, x.id) < std::tie(y.created_at, y.id); });
+  std::vector<std::string> out;
+  for (const auto& c : rolling) out.push_back(c.name);
+  return out;
+}
+
+TEST_CASE("checkpoints: rolling ones are taken every `every` seconds of an active running workspace, not while it "
+          "is idle, and pruned to the newest `keep` once it stops (a running VM has their layers open)",
+          "[service][checkpoints][rolling]") {
+  CheckpointFixture t;
+  auto ws = t.f.Create("rolling", [](CreateRequest& r) {
+    r.checkpoints = CheckpointPolicy{60, 2};
+    r.idle_timeout_s = 100000;
+  });
+  REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  CHECK(t.Record(ws.id).checkpoints == CheckpointPolicy{60, 2});
+  auto busy = [&t] {
+    std::lock_guard lock(t.f.activity_mutex);
+    t.f.activity = {{"running_processes", 1}};
+  };
+  auto quiet = [&t] {
+    std::lock_guard lock(t.f.activity_mutex);
+    t.f.activity = nlohmann::json::object();
+  };
+  auto tick = [&t, &ws](int64_t seconds) {
+    t.f.now += seconds;
+    t.f.service->IdleTickForTest();
+    t.f.service->WaitIdleForTest();
+    REQUIRE(t.f.Reaches(ws.id, State::kRunning));
+  };
+
+  busy();
+  tick(30);
+  CHECK(Rolling(t, ws.id).empty());  // not a period yet
+  tick(31);
+  REQUIRE(testing::WaitFor([&] { return Rolling(t, ws.id).size() == 1; }));
+  CHECK(Rolling(t, ws.id)[0] == fmt::format("auto-{}", t.f.now.load()));
+  // Idle since: no new layer, however long.
+  quiet();
+  tick(600);
+  tick(600);
+  CHECK(Rolling(t, ws.id).size() == 1);
+  busy();
+  for (int i = 0; i < 3; ++i) {
+    tick(61);
+    REQUIRE(testing::WaitFor([&] { return Rolling(t, ws.id).size() == static_cast<size_t>(2 + i); }));
+  }
+  // Four now, all under the running VM's disks: none can go yet.
+  auto before = Rolling(t, ws.id);
+  REQUIRE(before.size() == 4);
+  REQUIRE(t.f.Stop(ws.id).has_value());
+  REQUIRE(t.f.Reaches(ws.id, State::kStopped));
+  REQUIRE(testing::WaitFor([&] { return Rolling(t, ws.id).size() == 2; }));
+  CHECK(Rolling(t, ws.id) == std::vector<std::string>{before[2], before[3]});
+  auto events = t.f.Events(ws.id);
+  CHECK(std::count(events.begin(), events.end(), "checkpoint_deleted") == 2);
+
+  // PATCH turns it off; the ones there are stay.
+  REQUIRE(t.f.Patch(ws.id, {{"checkpoints", nullptr}}).has_value());
+  CHECK_FALSE(t.Record(ws.id).checkpoints.has_value());
+}
+
+TEST_CASE("checkpoints: a rolling policy is checked: every at least a minute, keep 1 to 100, nothing else",
+          "[service][checkpoints][rolling]") {
+  auto bad = [](nlohmann::json policy) {
+    auto r = ParseCreateRequest({{"name", "x"}, {"checkpoints", policy}});
+    REQUIRE_FALSE(r.has_value());
+    return r.error().message;
+  };
+  CHECK(bad({{"every", 59}}) == "'checkpoints.every' must be between 60 and 31536000");
+  CHECK(bad({{"every", 3600}, {"keep", 0}}) == "'checkpoints.keep' must be between 1 and 100");
+  CHECK(bad({{"keep", 3}}) == "'checkpoints.every' is required (seconds)");
+  CHECK(bad({{"every", 3600}, {"memory", true}}) == "unknown field 'checkpoints.memory'");
+  CHECK(bad("hourly").find("must be {") != std::string::npos);
+  auto ok = ParseCreateRequest({{"name", "x"}, {"checkpoints", {{"every", 3600}}}});
+  REQUIRE(ok.has_value());
+  CHECK(ok->checkpoints == CheckpointPolicy{3600, 24});
+}
+
 }  // namespace
 }  // namespace berth::workspace

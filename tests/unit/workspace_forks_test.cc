@@ -21,7 +21,33 @@ struct ForkFixture {
   std::mutex mutex;
   std::vector<std::pair<std::string, protocol::IdentityRequest>> identities;  // (token used, request)
   std::atomic<bool> identity_fails{false};
+  // A template build's commands (run_in_guest): what was asked, and how they end.
+  std::vector<protocol::ExecRequest> ran;
+  std::atomic<int> script_exit{0};
+  std::atomic<bool> ready_ok{true};
+  std::atomic<int> ready_tries{0};
   Fixture f{[this](ServiceOptions& o) {
+    o.run_in_guest = [this](const agent_client::AgentLink&, protocol::ExecRequest request,
+                            std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
+      bool is_ready = false;
+      {
+        std::lock_guard lock(mutex);
+        // The script is {bash, -c, wrapper, script, seconds}; `ready` is {bash, -c, ready}.
+        is_ready = !request.background && protocol::CommandArgv(request.cmd).size() == 3;
+        ran.push_back(request);
+      }
+      if (request.background) co_return nlohmann::json{{"pid", 300}, {"tag", "template-start"}};
+      protocol::ExecResult result;
+      result.pid = 200;
+      if (is_ready) {
+        ++ready_tries;
+        result.exit.exit_code = ready_ok ? 0 : 7;
+      } else {
+        result.exit.exit_code = script_exit.load();
+        result.stdout_data = std::string(20000, '.') + "\nE: Unable to locate package nope\n";
+      }
+      co_return result.ToJson();
+    };
     o.make_disks = MakeQcow2Disks;
     o.sync_guest = [](const agent_client::AgentLink&, std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
       co_return nlohmann::json{{"synced", true}};
@@ -296,11 +322,165 @@ TEST_CASE("templates: a running workspace published as a template is checkpointe
   auto listed = t.f.service->ListTemplates(t.f.tenant);
   REQUIRE(listed.has_value());
   REQUIRE(listed->size() == 1);
-  REQUIRE(t.f.service->DeleteTemplate(t.f.tenant, "node-dev").has_value());
+  REQUIRE(t.f.runner.Sync(t.f.service->DeleteTemplate(t.f.tenant, "node-dev")).has_value());
   CHECK(t.f.service->ListTemplates(t.f.tenant)->empty());
   auto now = t.f.runner.Sync(t.f.service->DeleteCheckpoint(t.f.tenant, source.id, made->checkpoint_id));
   INFO((now ? "" : now.error().message));
   CHECK(now.has_value());
+}
+
+TemplateRequest Scripted(const std::string& name, const std::string& ready = "") {
+  auto parsed = ParseTemplateRequest({{"name", name},
+                                      {"script", "sudo apt-get install -y cowsay"},
+                                      {"start", "python3 -m http.server 8123"},
+                                      {"ready", ready.empty() ? "curl -sf http://127.0.0.1:8123/" : ready},
+                                      {"timeout_s", 60}});
+  REQUIRE(parsed.has_value());
+  return *parsed;
+}
+
+TEST_CASE("templates: one built from a script runs it in a workspace of its own, starts `start`, waits for `ready`, "
+          "then is that workspace's memory checkpoint; its workspace stops, and goes with the template",
+          "[service][forks][templates]") {
+  ForkFixture t;
+  t.ready_ok = false;
+  auto made = t.f.runner.Sync(t.f.service->CreateTemplate(t.f.tenant, Scripted("node-dev")));
+  INFO((made ? "" : made.error().message));
+  REQUIRE(made.has_value());
+  CHECK(made->state == "building");
+  CHECK(made->checkpoint_id.empty());
+  auto builder = t.Record(made->workspace_id);
+  CHECK(builder.name == "template-node-dev");
+  CHECK(builder.labels == nlohmann::json{{"berth.template", "node-dev"}});
+
+  // Until `ready` exits 0 it is being built: no workspace can be made from it, nor can it go.
+  REQUIRE(testing::WaitFor([&] { return t.ready_tries.load() >= 1; }, std::chrono::seconds(10)));
+  ForkRequest from;
+  from.template_name = "node-dev";
+  from.name = "app";
+  auto early = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, from));
+  REQUIRE_FALSE(early.has_value());
+  CHECK(early.error().code == ErrorCode::kFailedPrecondition);
+  CHECK(early.error().message.find("still being built") != std::string::npos);
+  auto busy = t.f.runner.Sync(t.f.service->DeleteTemplate(t.f.tenant, "node-dev"));
+  REQUIRE_FALSE(busy.has_value());
+  CHECK(busy.error().message.find("delete its workspace 'template-node-dev'") != std::string::npos);
+
+  t.ready_ok = true;
+  REQUIRE(testing::WaitFor([&] { return t.f.service->GetTemplate(t.f.tenant, "node-dev")->state == "ready"; },
+                           std::chrono::seconds(10)));
+  auto ready = t.f.service->GetTemplate(t.f.tenant, "node-dev");
+  auto cp = t.f.store->GetCheckpoint(builder.id, ready->checkpoint_id);
+  REQUIRE(cp.has_value());
+  CHECK(cp->memory);
+  CHECK(ready->error.empty());
+  CHECK(ready->build_log.find("(exited 0 after") != std::string::npos);
+  // Its memory is the template's: the workspace itself stops.
+  CHECK(t.f.Reaches(builder.id, State::kStopped));
+  {
+    std::lock_guard lock(t.mutex);
+    REQUIRE(t.ran.size() >= 3);
+    // The script as an argument of its own (never spliced into a command line), then `start`
+    // in the background, then `ready` until it exits 0.
+    auto script = protocol::CommandArgv(t.ran[0].cmd);
+    REQUIRE(script.size() == 5);
+    CHECK(script[0] == "bash");
+    CHECK(script[3] == "sudo apt-get install -y cowsay");
+    CHECK(std::stoi(script[4]) <= 60);  // timeout(1)'s seconds: what is left of timeout_s
+    CHECK(t.ran[0].timeout_ms.has_value());
+    CHECK(t.ran[1].background);
+    CHECK(t.ran[1].tag == "template-start");
+    CHECK(protocol::CommandArgv(t.ran[1].cmd).back() == "python3 -m http.server 8123");
+    CHECK(protocol::CommandArgv(t.ran.back().cmd).back() == "curl -sf http://127.0.0.1:8123/");
+  }
+
+  auto forks = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, from));
+  REQUIRE(forks.has_value());
+  const auto app = forks->front();
+  REQUIRE(t.f.Reaches(app.id, State::kRunning));
+  CHECK(t.Record(app.id).from_checkpoint == ready->checkpoint_id);
+
+  // Deleted while a fork stands on its checkpoint: the template goes, its workspace stays for
+  // the fork; deleting the fork then lets the workspace go.
+  REQUIRE(t.f.runner.Sync(t.f.service->DeleteTemplate(t.f.tenant, "node-dev")).has_value());
+  CHECK_FALSE(t.f.service->GetTemplate(t.f.tenant, "node-dev").has_value());
+  CHECK(t.f.service->Get(t.f.tenant, builder.id).has_value());
+  REQUIRE(t.f.Delete(app.id).has_value());
+  REQUIRE(t.f.Gone(app.id));
+  REQUIRE(t.f.Delete(builder.id).has_value());
+  CHECK(t.f.Gone(builder.id));
+}
+
+TEST_CASE("templates: a build whose script fails ends failed with its exit code and the end of its output, its "
+          "workspace deleted; one cut by a restart ends failed too",
+          "[service][forks][templates]") {
+  ForkFixture t;
+  t.script_exit = 100;
+  auto made = t.f.runner.Sync(t.f.service->CreateTemplate(t.f.tenant, Scripted("broken")));
+  REQUIRE(made.has_value());
+  REQUIRE(testing::WaitFor([&] { return t.f.service->GetTemplate(t.f.tenant, "broken")->state == "failed"; },
+                           std::chrono::seconds(10)));
+  auto failed = t.f.service->GetTemplate(t.f.tenant, "broken");
+  CHECK(failed->error.find("the script exited with 100") != std::string::npos);
+  CHECK(failed->checkpoint_id.empty());
+  // The end of the output, where the reason is, within the bound.
+  CHECK(failed->build_log.ends_with("E: Unable to locate package nope\n"));
+  CHECK(failed->build_log.size() <= 16 * 1024);
+  CHECK(t.f.Gone(made->workspace_id));
+  {
+    std::lock_guard lock(t.mutex);
+    CHECK(t.ran.size() == 1);  // neither `start` nor `ready` after a failed script
+  }
+  ForkRequest from;
+  from.template_name = "broken";
+  from.name = "app";
+  auto refused = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, from));
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message.find("failed to build: the script exited with 100") != std::string::npos);
+  auto again = t.f.runner.Sync(t.f.service->CreateTemplate(t.f.tenant, Scripted("broken")));
+  REQUIRE_FALSE(again.has_value());
+  CHECK(again.error().message.find("delete it to build it again") != std::string::npos);
+  REQUIRE(t.f.runner.Sync(t.f.service->DeleteTemplate(t.f.tenant, "broken")).has_value());
+
+  // berthd restarted in the middle of a build: the build is over, failed, and says why.
+  t.script_exit = 0;
+  t.ready_ok = false;
+  auto cut = t.f.runner.Sync(t.f.service->CreateTemplate(t.f.tenant, Scripted("cut")));
+  REQUIRE(cut.has_value());
+  REQUIRE(testing::WaitFor([&] { return t.ready_tries.load() >= 1; }, std::chrono::seconds(10)));
+  t.f.RestartService();
+  auto after = t.f.service->GetTemplate(t.f.tenant, "cut");
+  REQUIRE(after.has_value());
+  CHECK(after->state == "failed");
+  CHECK(after->error == "berthd restarted during the build");
+  // Its workspace stays until the template is deleted, then goes with it.
+  REQUIRE(t.f.service->Get(t.f.tenant, cut->workspace_id).has_value());
+  REQUIRE(t.f.runner.Sync(t.f.service->DeleteTemplate(t.f.tenant, "cut")).has_value());
+  CHECK(t.f.Gone(cut->workspace_id));
+}
+
+TEST_CASE("templates: a script request is checked: not with 'from', a name short enough for its workspace, a "
+          "bounded script and timeout", "[service][templates]") {
+  auto bad = [](nlohmann::json body) {
+    auto r = ParseTemplateRequest(body);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == ErrorCode::kInvalidArgument);
+    return r.error().message;
+  };
+  CHECK(bad({{"name", "x"}, {"script", "true"}, {"from", {{"workspace", "a"}}}}).find("not both") != std::string::npos);
+  CHECK(bad({{"name", std::string(49, 'a')}, {"script", "true"}}).find("at most 48") != std::string::npos);
+  CHECK(bad({{"name", "x"}, {"script", std::string(64 * 1024 + 1, 'a')}}).find("'script' must be at most") !=
+        std::string::npos);
+  CHECK(bad({{"name", "x"}, {"script", ""}}).find("must not be empty") != std::string::npos);
+  CHECK(bad({{"name", "x"}, {"script", "true"}, {"timeout_s", 7201}}).find("timeout_s") != std::string::npos);
+  CHECK(bad({{"name", "x"}, {"script", "true"}, {"size", "huge"}}).find("'size'") != std::string::npos);
+  CHECK(bad({{"name", "x"}, {"script", "true"}, {"image", "../etc"}}).size() > 0);
+  CHECK(bad({{"name", "x"}}).find("or give 'script'") != std::string::npos);
+  auto ok = ParseTemplateRequest({{"name", std::string(48, 'a')}, {"script", "true"}, {"image", "desktop"}});
+  REQUIRE(ok.has_value());
+  REQUIRE(ok->build.has_value());
+  CHECK(ok->build->image == "desktop");
+  CHECK(ok->build->timeout_s == 1800);
 }
 
 }  // namespace

@@ -22,6 +22,10 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
   - a checkpoint with memory of a counting process and a file; both changed; the restore
     resumes the same process (same boot) at the checkpoint's count with the file as it was;
     restoring the restore's undo brings the changed count and file back
+  - two forks of a memory checkpoint, each a machine of its own; a template with a server
+    started, and a workspace from it answering on it at once
+  - a template built from a script (a package installed, a server started with `start`, `ready`
+    waited for): a workspace from it has both; deleting the template deletes its workspace
   - another tenant sees none of it
   - a second berthd that would run VMs on this host refuses to start, naming the first
   - the console log is virtlogd's (bounded), the agent token on no command line
@@ -523,6 +527,48 @@ def main():
             check(time.monotonic() < deadline, "deleting the forks did not finish")
             time.sleep(1)
         api.ok("DELETE", "/v1/templates/e2e-tpl")
+        # --- a template built from a script: its own workspace installs a package and starts a
+        # server; a workspace made from it has both, the server answering at once ---
+        t0 = time.monotonic()
+        tpl = api.ok("POST", "/v1/templates", {
+            "name": "e2e-built",
+            "script": "sudo apt-get install -y --no-install-recommends cowsay\n"
+                      "mkdir -p ~/site && echo built > ~/site/index.html",
+            "start": "cd ~/site && exec python3 -m http.server 8124 --bind 127.0.0.1",
+            "ready": "curl -sf http://127.0.0.1:8124/",
+            "timeout_s": 900})
+        check(tpl["state"] == "building" and tpl["workspace"] == "template-e2e-built",
+              f"the built template: {tpl}")
+        builder = tpl["workspace_id"]
+        ids.append(builder)
+        deadline = time.monotonic() + 960
+        while (tpl := api.ok("GET", "/v1/templates/e2e-built"))["state"] == "building":
+            check(time.monotonic() < deadline, "the template's build did not end")
+            time.sleep(2)
+        check(tpl["state"] == "ready", f"the template's build: {tpl.get('error')}: {tpl.get('build_log', '')[-2000:]}")
+        figures["template_build_s"] = round(time.monotonic() - t0, 1)
+        api.wait(builder, "stopped", 300)
+        t0 = time.monotonic()
+        made = api.ok("POST", "/v1/workspaces", {"name": "e2e-from-built", "template": "e2e-built"})
+        ids.append(made["id"])
+        api.wait(made["id"], "running", 300)
+        figures["create_from_built_template_s"] = round(time.monotonic() - t0, 2)
+        r = api.exec(made["id"], "curl -s http://127.0.0.1:8124/; /usr/games/cowsay moo | head -2 | tail -1")
+        check(r["exit_code"] == 0 and r["stdout"].split()[:2] == ["built", "<"], f"what the template built: {r}")
+        log(f"built a template from a script in {figures['template_build_s']} s (a package installed, a server "
+            f"started); a workspace from it answered on that server {figures['create_from_built_template_s']} s "
+            "after the create")
+        api.ok("DELETE", f"/v1/workspaces/{made['id']}")
+        deadline = time.monotonic() + 180
+        while api.call("GET", f"/v1/workspaces/{made['id']}")[0] != 404:
+            check(time.monotonic() < deadline, "deleting the workspace made from the built template did not finish")
+            time.sleep(1)
+        # Deleting the template deletes the workspace berthd built it in.
+        api.ok("DELETE", "/v1/templates/e2e-built")
+        deadline = time.monotonic() + 180
+        while api.call("GET", f"/v1/workspaces/{builder}")[0] != 404:
+            check(time.monotonic() < deadline, "the built template's workspace did not go with it")
+            time.sleep(1)
         # The hibernated workspace's checkpoint resumes too: its boot, its counter, no /dev/shm
         # count yet; and back again through the undo.
         t0 = time.monotonic()
