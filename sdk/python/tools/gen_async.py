@@ -29,6 +29,7 @@ RULES = [
     (r"\bclass Desktop\b", "class AsyncDesktop"),
     (r"\bclass Checkpoints\b", "class AsyncCheckpoints"),
     (r"\bclass CheckpointScope\b", "class AsyncCheckpointScope"),
+    (r"\bclass Templates\b", "class AsyncTemplates"),
     (r"\bCheckpointScope\(self", "AsyncCheckpointScope(self"),
     (r"-> CheckpointScope\b", "-> AsyncCheckpointScope"),
     (r"\bCheckpoints\(self\)", "AsyncCheckpoints(self)"),

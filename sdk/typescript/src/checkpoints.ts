@@ -1,9 +1,10 @@
 // ws.checkpoints: a workspace's disks, and a running one's memory, kept and brought back
-// (docs/api.md, "Checkpoints"), and ws.checkpoint() / ws.withCheckpoint(): a checkpoint that
-// rolls the workspace back on failure.
+// (docs/api.md, "Checkpoints"), forked into new workspaces ("Forks"), and ws.checkpoint() /
+// ws.withCheckpoint(): a checkpoint that rolls the workspace back on failure.
 
+import { randomBytes } from 'node:crypto';
 import { ApiClient, CallOptions, wsPath } from './client.js';
-import type { WorkspaceInfo, WorkspaceState } from './workspace.js';
+import type { Workspace, WorkspaceInfo, WorkspaceState } from './workspace.js';
 
 // Node before 18.18 and 20.4 has no Symbol.asyncDispose. As TypeScript's 5.2 release notes
 // recommend, define it when missing, before any class below uses it as a method's key; the
@@ -74,6 +75,20 @@ export interface CheckpointScopeOptions extends CallOptions {
   waitTimeoutMs?: number;
 }
 
+export interface ForkCheckpointOptions extends CallOptions {
+  /** The fork's name; with `count` above 1 the forks are `<name>-1` ... `<name>-<count>`
+   * (default: made up, `ws-` and 8 random hex digits). */
+  name?: string;
+  /** How many forks, 1-16 (default 1). */
+  count?: number;
+  /** The forks' labels (the rest of their settings are the source's). */
+  labels?: Record<string, string>;
+  /** Return once every fork runs (default true). */
+  wait?: boolean;
+  /** How long to wait for them all to run (default 300 000 ms). */
+  waitTimeoutMs?: number;
+}
+
 /** What Checkpoints needs of its Workspace (no import cycle at run time). */
 export interface CheckpointHost {
   readonly id: string;
@@ -81,6 +96,9 @@ export interface CheckpointHost {
   waitFor(state: WorkspaceState, timeoutMs?: number, signal?: AbortSignal): Promise<WorkspaceInfo>;
   /** Records what berthd last said about the workspace. */
   seen(info: WorkspaceInfo): void;
+  /** Handles on workspaces berthd just made (forks), on this one's connection settings; with
+   * `wait`, each once it runs, all within `waitTimeoutMs`. */
+  adopt(infos: WorkspaceInfo[], wait: boolean, waitTimeoutMs?: number, signal?: AbortSignal): Promise<Workspace[]>;
 }
 
 function callOf(o: CallOptions): CallOptions {
@@ -144,6 +162,26 @@ export class Checkpoints {
       result.workspace = await this.host.waitFor('running', options.waitTimeoutMs, options.signal);
     }
     return result;
+  }
+
+  /** New workspaces made from a checkpoint (docs/api.md, "Forks"): `count` (1-16) of them, each
+   * with its disks as new layers on the checkpoint's (no copy) and a machine of its own
+   * (hostname, machine-id, agent token, MAC, ...); from a checkpoint with memory each resumes
+   * its programs instead of booting. A fork has the source's image, size, settings, env and
+   * network policy; only its name and labels are its own. Answers a Workspace per fork
+   * (`lastInfo.forked_from` is the checkpoint's id), by default once each runs. NotFoundError
+   * for an unknown checkpoint, ConflictError for one still being taken or a name taken
+   * (`already_exists`), RateLimitError (`quota_exceeded`) when the tenant has no room for all
+   * of them. While a fork exists, the checkpoint, those under it and this workspace cannot be
+   * deleted. Never sent twice on its own: berthd takes no Idempotency-Key here. */
+  async fork(idOrName: string, options: ForkCheckpointOptions = {}): Promise<Workspace[]> {
+    const body: Record<string, unknown> = { name: options.name ?? `ws-${randomBytes(4).toString('hex')}` };
+    if (options.count !== undefined && options.count !== 1) body.count = options.count;
+    if (options.labels !== undefined) body.labels = options.labels;
+    const answer = await this.client.json<{ workspaces: WorkspaceInfo[] }>({
+      method: 'POST', path: this.path(idOrName, '/fork'), json: body, ...callOf(options),
+    });
+    return this.host.adopt(answer.workspaces, options.wait !== false, options.waitTimeoutMs, options.signal);
   }
 }
 

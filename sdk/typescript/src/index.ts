@@ -1,6 +1,8 @@
 // @berth/sdk: Berth's TypeScript SDK (README.md).
 export { Workspace, toSeconds } from './workspace.js';
-export type { WorkspaceInfo, WorkspaceState, CreateOptions, ListOptions, Duration, ListeningPort } from './workspace.js';
+export type {
+  WorkspaceInfo, WorkspaceState, CreateOptions, ListOptions, Duration, ListeningPort, ForkOptions, ForkSource,
+} from './workspace.js';
 export { Commands, CommandHandle, kDefaultCommandTimeoutMs } from './commands.js';
 export type { RunOptions, ProcessInfo } from './commands.js';
 export { Files, WatchHandle } from './files.js';
@@ -19,7 +21,12 @@ export { EventFollower, formatSince, kMaxEventPage } from './events.js';
 export type { WorkspaceEvent, EventsOptions } from './events.js';
 export { Checkpoints, CheckpointTransaction } from './checkpoints.js';
 export type { Checkpoint, RestoreResult, RestoreOptions, CheckpointScopeOptions, CheckpointHost,
-              CreateCheckpointOptions } from './checkpoints.js';
+              CreateCheckpointOptions, ForkCheckpointOptions } from './checkpoints.js';
+export { Templates, TemplateBuildError, kBuildPollFirstMs, kBuildPollMaxMs } from './templates.js';
+export type {
+  Template, TemplateState, CreateTemplateOptions, CreateTemplateFromOptions, CreateTemplateScriptOptions,
+  WaitTemplateOptions,
+} from './templates.js';
 export { Previews } from './previews.js';
 export type { Preview, PreviewOptions } from './previews.js';
 export { ApiClient, kDefaultRequestTimeoutMs, kDefaultStreamIdleTimeoutMs } from './client.js';

@@ -1,4 +1,5 @@
-// Workspace: one Berth VM, its lifecycle, and its commands, files, previews and checkpoints.
+// Workspace: one Berth VM, its lifecycle, and its commands, files, previews and checkpoints;
+// new ones made from a template or forked from another (docs/api.md, "Forks", "Templates").
 
 import { randomBytes } from 'node:crypto';
 import { ApiClient, CallOptions, ConnectionOptions, wsPath } from './client.js';
@@ -58,6 +59,15 @@ export interface ListeningPort {
 /** A duration: seconds, or a string such as "90s", "30m", "2h", "1d". */
 export type Duration = number | string;
 
+/** What a fork is made from (POST /v1/workspaces `from`). */
+export interface ForkSource {
+  /** The source workspace: its id, its name, or a Workspace. */
+  workspace: string | { readonly id: string };
+  /** A checkpoint of it (id or name); without one, berthd takes one now (with memory when the
+   * workspace runs or is hibernated: the fork resumes its programs instead of booting). */
+  checkpoint?: string;
+}
+
 export interface CreateOptions extends ConnectionOptions, CallOptions {
   /** Unique in the tenant; default `ws-` and 8 random hex digits. */
   name?: string;
@@ -76,7 +86,28 @@ export interface CreateOptions extends ConnectionOptions, CallOptions {
   /** The desktop's size, `WIDTHxHEIGHT` (width 640-3840 and a multiple of 8, height 480-2160;
    * default `1280x800`). */
   screen?: string;
+  /** Make it from this template (a name or id; see Templates): it starts with the template's
+   * programs already running. NotFoundError for an unknown one. Only `name` and `labels` may
+   * be given beside it. */
+  template?: string;
+  /** Make it a fork of this workspace's checkpoint, or of one taken of it now (docs/api.md,
+   * "Forks"). It has its source's image, size, settings, env and network policy: only `name`
+   * and `labels` may be given beside it (any other is berthd's InvalidArgumentError). */
+  from?: ForkSource;
   /** Return only once it runs (default true), waiting with berthd's POST …/wait. */
+  wait?: boolean;
+  /** How long to wait for it to run (default 300 000 ms). */
+  waitTimeoutMs?: number;
+}
+
+export interface ForkOptions extends CallOptions {
+  /** Its name (default `ws-` and 8 random hex digits). */
+  name?: string;
+  /** Fork this checkpoint (id or name) of the workspace; default: one taken of it now. */
+  checkpoint?: string;
+  /** Its labels (the rest of its settings are its source's). */
+  labels?: Record<string, string>;
+  /** Return only once it runs (default true). */
   wait?: boolean;
   /** How long to wait for it to run (default 300 000 ms). */
   waitTimeoutMs?: number;
@@ -106,6 +137,15 @@ function callOf(o: CallOptions): CallOptions {
   if (o.requestTimeoutMs !== undefined) c.requestTimeoutMs = o.requestTimeoutMs;
   if (o.signal !== undefined) c.signal = o.signal;
   return c;
+}
+
+/** The wire's `from`: the source workspace as an id or name. */
+function fromJson(source: ForkSource): Record<string, string> {
+  const from: Record<string, string> = {
+    workspace: typeof source.workspace === 'string' ? source.workspace : source.workspace.id,
+  };
+  if (source.checkpoint !== undefined) from.checkpoint = source.checkpoint;
+  return from;
 }
 
 export class Workspace {
@@ -138,6 +178,15 @@ export class Workspace {
       name: info.name,
       waitFor: (state, timeoutMs, signal) => this.waitFor(state, timeoutMs, signal),
       seen: (latest) => { this.data = latest; },
+      adopt: async (infos, wait, waitTimeoutMs = kDefaultWaitMs, signal) => {
+        const forks = infos.map((made) => new Workspace(this.client, made));
+        // They boot at once: waiting for one after the other takes as long as the slowest.
+        const deadline = Date.now() + waitTimeoutMs;
+        for (const fork of wait ? forks : []) {
+          if (fork.state !== 'running') await fork.waitFor('running', Math.max(1, deadline - Date.now()), signal);
+        }
+        return forks;
+      },
     });
   }
 
@@ -149,9 +198,16 @@ export class Workspace {
   get lastInfo(): WorkspaceInfo { return this.data; }
 
   /** Creates a workspace and (unless `wait: false`) waits until it runs. Safe to retry: the
-   * request carries an Idempotency-Key, so a retry after a lost answer makes no second one. */
+   * request carries an Idempotency-Key, so a retry after a lost answer makes no second one.
+   * With `template` or `from` it is a fork (of the template's checkpoint, or of a workspace):
+   * berthd takes no Idempotency-Key for those, so the client never sends them twice on its
+   * own (a 503 with Retry-After aside, which berthd answers without acting). */
   static async create(options: CreateOptions = {}): Promise<Workspace> {
-    const client = new ApiClient(options);
+    return Workspace.make(new ApiClient(options), Workspace.createBody(options), options);
+  }
+
+  /** POST /v1/workspaces's body: the options given, in berthd's names. */
+  private static createBody(options: CreateOptions): Record<string, unknown> {
     const body: Record<string, unknown> = { name: options.name ?? `ws-${randomBytes(4).toString('hex')}` };
     if (options.image !== undefined) body.image = options.image;
     if (options.size !== undefined) body.size = options.size;
@@ -163,11 +219,21 @@ export class Workspace {
     if (options.labels !== undefined) body.labels = options.labels;
     if (options.network !== undefined) body.network = options.network;
     if (options.screen !== undefined) body.screen = options.screen;
+    if (options.template !== undefined) body.template = options.template;
+    if (options.from !== undefined) body.from = fromJson(options.from);
+    return body;
+  }
+
+  private static async make(client: ApiClient, body: Record<string, unknown>,
+                            options: CallOptions & { wait?: boolean; waitTimeoutMs?: number }): Promise<Workspace> {
+    const fork = 'template' in body || 'from' in body;
     const info = await client.json<WorkspaceInfo>({
-      method: 'POST', path: '/v1/workspaces', json: body, idempotencyKey: true, ...callOf(options),
+      method: 'POST', path: '/v1/workspaces', json: body, idempotencyKey: !fork, ...callOf(options),
     });
     const ws = new Workspace(client, info);
-    if (options.wait !== false) await ws.waitFor('running', options.waitTimeoutMs, options.signal);
+    if (options.wait !== false && ws.state !== 'running') {
+      await ws.waitFor('running', options.waitTimeoutMs, options.signal);
+    }
     return ws;
   }
 
@@ -329,6 +395,22 @@ export class Workspace {
       }
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+
+  /** A new workspace made from this one (docs/api.md, "Forks"): from its checkpoint
+   * `checkpoint` (id or name), or without one from a checkpoint taken now (with memory when it
+   * runs or is hibernated: the fork resumes its programs instead of booting). The fork is a
+   * machine of its own with this one's image, size, settings, env and network policy; only its
+   * name and labels are its own. Returned once it runs (`wait: false`: at once). The same as
+   * `Workspace.create({ from: { workspace: ws, checkpoint } })` on this one's connection; for
+   * several at once from one checkpoint, `checkpoints.fork(cp, { count })`. */
+  fork(options: ForkOptions = {}): Promise<Workspace> {
+    const from: ForkSource = { workspace: this.id };
+    if (options.checkpoint !== undefined) from.checkpoint = options.checkpoint;
+    const create: CreateOptions = { from };
+    if (options.name !== undefined) create.name = options.name;
+    if (options.labels !== undefined) create.labels = options.labels;
+    return Workspace.make(this.client, Workspace.createBody(create), options);
   }
 
   /** Checkpoints it now (checkpoints.create) and answers a transaction on that checkpoint:

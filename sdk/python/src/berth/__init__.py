@@ -10,17 +10,18 @@ from ._core import (DEFAULT_COMMAND_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_WA
                     STREAM_IDLE_TIMEOUT)
 from .aworkspace import (AsyncCheckpoints, AsyncCheckpointScope, AsyncCommandHandle,
                          AsyncCommands, AsyncDesktop, AsyncFiles, AsyncNetwork, AsyncPreviews,
-                         AsyncPty, AsyncPtyHandle, AsyncWatchHandle, AsyncWorkspace)
+                         AsyncPty, AsyncPtyHandle, AsyncTemplates, AsyncWatchHandle,
+                         AsyncWorkspace)
 from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError, ConflictError,
                      ForbiddenError, InternalError, InvalidArgumentError, LockedError,
                      NotFoundError, QuotaExceededError, RateLimitError, StorageError,
-                     TimeoutError, UnavailableError)
+                     TemplateBuildError, TimeoutError, UnavailableError)
 from .types import (Action, ActionsResult, Checkpoint, Click, CommandResult, DesktopControl,
                     DesktopTicket, DirTransfer, Drag, EntryInfo, Event, HoldKey, Key, MouseDown,
                     MouseUp, Move, NetworkStatus, Preview, ProcessInfo, RestoreResult, Screenshot,
-                    Scroll, Size, TypeText, Wait, WatchEvent, WorkspaceInfo)
+                    Scroll, Size, Template, TypeText, Wait, WatchEvent, WorkspaceInfo)
 from .workspace import (Checkpoints, CheckpointScope, CommandHandle, Commands, Desktop, Files,
-                        Network, Previews, Pty, PtyHandle, WatchHandle, Workspace)
+                        Network, Previews, Pty, PtyHandle, Templates, WatchHandle, Workspace)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -33,8 +34,9 @@ __all__ = [
     "MouseDown", "MouseUp", "Drag", "Scroll", "TypeText", "Key", "HoldKey", "Wait", "BerthError", "AlreadyExistsError",
     "AuthError", "CommandExitError", "ConflictError", "ForbiddenError", "InternalError",
     "InvalidArgumentError", "LockedError", "NotFoundError", "QuotaExceededError",
-    "RateLimitError", "StorageError", "TimeoutError", "UnavailableError",
+    "RateLimitError", "StorageError", "TemplateBuildError", "TimeoutError", "UnavailableError",
     "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_REQUEST_TIMEOUT", "DEFAULT_WAIT_TIMEOUT",
     "STREAM_IDLE_TIMEOUT", "Checkpoints", "AsyncCheckpoints", "CheckpointScope",
-    "AsyncCheckpointScope", "Checkpoint", "RestoreResult",
+    "AsyncCheckpointScope", "Checkpoint", "RestoreResult", "Templates", "AsyncTemplates",
+    "Template",
 ]

@@ -429,14 +429,33 @@ def create_body(name: Optional[str], image: Optional[str], size: Optional[str],
                 idle_timeout: Optional[int], idle_action: Optional[str],
                 env: Optional[Dict[str, str]], labels: Optional[Dict[str, str]],
                 network: Optional[Json], auto_start: Optional[bool] = None,
-                screen: Optional[str] = None) -> Json:
+                screen: Optional[str] = None, template: Optional[str] = None,
+                from_workspace: Optional[str] = None,
+                from_checkpoint: Optional[str] = None) -> Json:
+    """POST /v1/workspaces's body: the fields given. With `template` or `from_workspace` it is
+    a fork (docs/api.md, "Forks", "Templates"), where berthd takes only name and labels beside
+    them and answers a 400 naming any other field."""
     body: Json = {"name": name or "ws-" + uuid.uuid4().hex[:10]}
     for key, value in (("image", image), ("size", size), ("idle_timeout", idle_timeout),
                        ("idle_action", idle_action), ("env", env), ("labels", labels),
-                       ("network", network), ("auto_start", auto_start), ("screen", screen)):
+                       ("network", network), ("auto_start", auto_start), ("screen", screen),
+                       ("template", template)):
         if value is not None:
             body[key] = value
+    if from_checkpoint is not None and from_workspace is None:
+        raise InvalidArgumentError("from_checkpoint names a checkpoint of from_workspace: give "
+                                   "from_workspace too", code="invalid_argument")
+    if from_workspace is not None:
+        source: Json = {"workspace": from_workspace}
+        if from_checkpoint is not None:
+            source["checkpoint"] = from_checkpoint
+        body["from"] = source
     return body
+
+
+def is_fork(body: Json) -> bool:
+    """Whether a POST /v1/workspaces body makes a fork (of a workspace or a template)."""
+    return "from" in body or "template" in body
 
 
 def command_deadline(core: CoreBase, timeout: Optional[float],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Dict, List, Optional, Union
 
-from ._core import CoreBase, Deadline, Emit, Op, Request, Sleep
+from ._core import CoreBase, Deadline, Emit, Op, Request, Sleep, is_fork
 from .errors import AlreadyExistsError, ConflictError, InternalError, NotFoundError, TimeoutError
 from .types import Json, WorkspaceInfo
 
@@ -18,10 +18,17 @@ class WorkspaceOps(CoreBase):
         return WorkspaceInfo.from_json(j)
 
     def create(self, body: Json, wait: bool, deadline: Deadline) -> Op[WorkspaceInfo]:
-        # One key per create: a retry (ours after a broken connection, or berthd's 503)
-        # answers the workspace the first attempt made, never a second one.
-        req = Request("POST", "/v1/workspaces", "create workspace", json=body,
-                      headers={"Idempotency-Key": "sdk-" + uuid.uuid4().hex}, replayable=True)
+        if is_fork(body):
+            # berthd takes no Idempotency-Key for a fork (POST /v1/workspaces with "from" or
+            # "template"): not sent again on its own, as a second attempt after a lost answer
+            # would meet the first one's name (a 409) rather than its workspace.
+            req = Request("POST", "/v1/workspaces", "fork workspace", json=body)
+        else:
+            # One key per create: a retry (ours after a broken connection, or berthd's 503)
+            # answers the workspace the first attempt made, never a second one.
+            req = Request("POST", "/v1/workspaces", "create workspace", json=body,
+                          headers={"Idempotency-Key": "sdk-" + uuid.uuid4().hex},
+                          replayable=True)
         j = yield from self.call(req, deadline)
         info = WorkspaceInfo.from_json(j)
         if wait and info.state != "running":

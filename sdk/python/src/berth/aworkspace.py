@@ -17,11 +17,12 @@ from ._core import (Callback, StopToken, check_result, command_deadline, create_
                     resolve_config)
 from ._ops_events import Filter, Since, event_params
 from ._ops_pty import PtySession
+from ._ops_templates import build_deadline, template_body
 from ._async import AsyncConnection as Connection
 from .types import (Action, ActionsResult, Checkpoint, Click, CommandResult, DesktopControl,
                     DesktopTicket, DirTransfer, Drag, EntryInfo, Event, Json, Key, MouseButton,
                     Move, NetworkStatus, Point, Preview, ProcessInfo, RestoreResult, Screenshot,
-                    Scroll, TypeText, WatchEvent, WorkspaceInfo)
+                    Scroll, Template, TypeText, WatchEvent, WorkspaceInfo)
 
 Source = Union[bytes, IO[bytes], IO[str], Iterable[bytes]]
 
@@ -29,6 +30,11 @@ Source = Union[bytes, IO[bytes], IO[str], Iterable[bytes]]
 def _connect(url: Optional[str], api_key: Optional[str],
              request_timeout: Optional[float]) -> Connection:
     return Connection(resolve_config(url, api_key, request_timeout))
+
+
+def _ws_id(ws: Union[None, str, "AsyncWorkspace"]) -> Optional[str]:
+    """A workspace as berthd's bodies name it: an id or name as given, a Workspace's id."""
+    return ws if ws is None or isinstance(ws, str) else ws.id
 
 
 class AsyncCommandHandle:
@@ -462,6 +468,28 @@ class AsyncCheckpoints:
         self._ws._info = result.workspace
         return result
 
+    async def fork(self, id_or_name: str, name: Optional[str] = None, count: int = 1,
+             labels: Optional[Dict[str, str]] = None, wait: bool = True,
+             request_timeout: Optional[float] = None) -> List["AsyncWorkspace"]:
+        """New workspaces made from a checkpoint (docs/api.md, "Forks"): `count` (1-16) of them,
+        named `name` for one, else name-1 … name-<count> (no name: one is made up), each with
+        its disks as new layers on the checkpoint's (no copy) and a machine of its own (hostname,
+        machine-id, agent token, MAC, ...); from a checkpoint with memory it resumes the
+        checkpoint's programs instead of booting. A fork has the source's image, size, settings,
+        env and network policy; only its name and `labels` are its own. Answers a Workspace per
+        fork (`forked_from` in its info() is the checkpoint's id), with wait once each runs
+        (request_timeout default 300 s, for them all). NotFoundError for an unknown checkpoint,
+        ConflictError for one still being taken, AlreadyExistsError for a name taken,
+        QuotaExceededError when the tenant has no room for all of them. While a fork exists the
+        checkpoint (and the ones under it, and this workspace) cannot be deleted. Never sent
+        twice on its own."""
+        conn = self._ws._conn
+        forks = await conn.run(conn.core.fork_checkpoint(
+            self._ws.id, id_or_name, name, count, labels, wait,
+            _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
+        # Each fork a handle with a connection of its own: closing one leaves the others open.
+        return [type(self._ws)(info, Connection(conn.core.config)) for info in forks]
+
 
 def _chain(exc: BaseException, failure: BaseException, what: str) -> None:
     """Hangs `failure` (the rollback's) on the chain of `exc` (the block's), which stays the
@@ -513,6 +541,107 @@ class AsyncCheckpointScope:
         except Exception as failure:  # the block's exception goes on, with this chained
             self.rollback_error = failure
             _chain(exc, failure, f"rolling {self._ws.name} back to checkpoint {cp.name}")
+
+
+class AsyncTemplates:
+    """The tenant's templates (docs/api.md, "Templates"): checkpoints with memory published
+    under a name, or built by berthd from a setup script, from which
+    `Workspace.create(template=name)` makes workspaces that start with the template's programs
+    already running instead of booting. A template is named by its name or its id (`tpl_…`).
+    Each call connects on its own (url / api_key / BERTH_URL / BERTH_API_KEY as
+    Workspace.create)."""
+
+    @staticmethod
+    async def create(name: str, workspace: Union[None, str, "AsyncWorkspace"] = None,
+               checkpoint: Optional[str] = None, url: Optional[str] = None,
+               api_key: Optional[str] = None, request_timeout: Optional[float] = None, *,
+               script: Optional[str] = None, start: Optional[str] = None,
+               ready: Optional[str] = None, image: Optional[str] = None,
+               size: Optional[str] = None, timeout_s: Optional[int] = None,
+               wait: bool = True) -> Template:
+        """Makes the template `name`, in one of two ways (giving both, or neither, is an
+        InvalidArgumentError before anything is sent).
+
+        From a checkpoint: publishes `workspace`'s (a Workspace, an id or a name) checkpoint
+        `checkpoint` (id or name; it must have memory); without `checkpoint`, a checkpoint with
+        memory named "template-<name>" is taken of the workspace now (it must be running or
+        hibernated). ConflictError for a checkpoint without memory ("has no memory"),
+        NotFoundError for an unknown workspace or checkpoint. While the template exists, its
+        checkpoint and workspace cannot be deleted. It is "ready" at once.
+
+        Built from `script` (at most 64 KiB, run with `bash -e` as the workspace's user in their
+        home): berthd makes a workspace "template-<name>" (so `name` has at most 48
+        characters) of `image` ("base" or "desktop"; default base) and `size` (default small),
+        runs the script, then `start` in the background (a dev server, a database) and `ready`
+        every second until it exits 0 (`curl -sf http://127.0.0.1:3000/`), and checkpoints the
+        workspace's memory: all within `timeout_s` (10-7200; default 1800). berthd answers at
+        once with the template "building"; with wait (the default) this returns once it is
+        "ready", and raises TemplateBuildError (the build's error and the end of its log) if it
+        failed (request_timeout then defaults to timeout_s + 300 s, for the POST and the wait
+        together; TimeoutError if it runs out, the build going on). wait=False answers the
+        "building" template at once: `Templates.wait(name)` waits for it later.
+
+        AlreadyExistsError for a name taken (by a failed build too: delete it first). Never
+        sent twice on its own: berthd takes no Idempotency-Key here."""
+        body = template_body(name, _ws_id(workspace), checkpoint, script, start, ready, image,
+                             size, timeout_s)
+        conn = _connect(url, api_key, None)
+        try:
+            deadline = (build_deadline(body) if wait and script is not None
+                        and request_timeout is None
+                        else conn.core.deadline(request_timeout))
+            return await conn.run(conn.core.create_template(body, wait, deadline))
+        finally:
+            await conn.close()
+
+    @staticmethod
+    async def wait(name_or_id: str, url: Optional[str] = None, api_key: Optional[str] = None,
+             request_timeout: Optional[float] = None) -> Template:
+        """Waits for a template's build to end: the Template once it is "ready" (at once for one
+        that is not building), TemplateBuildError if it failed (`.error`, `.build_log`; its
+        message has both). Asks berthd every half second, then less often (at most every 5 s).
+        request_timeout defaults to the build's timeout_s + 300 s from now (berthd ends every
+        build within its timeout_s); TimeoutError if it runs out first, the build going on."""
+        conn = _connect(url, api_key, None)
+        try:
+            return await conn.run(conn.core.wait_template(
+                name_or_id, None if request_timeout is None else _core.Deadline(request_timeout)))
+        finally:
+            await conn.close()
+
+    @staticmethod
+    async def list(url: Optional[str] = None, api_key: Optional[str] = None,
+             request_timeout: Optional[float] = None) -> List[Template]:
+        """The tenant's templates, by name."""
+        conn = _connect(url, api_key, None)
+        try:
+            return await conn.run(conn.core.templates(conn.core.deadline(request_timeout)))
+        finally:
+            await conn.close()
+
+    @staticmethod
+    async def get(name_or_id: str, url: Optional[str] = None, api_key: Optional[str] = None,
+            request_timeout: Optional[float] = None) -> Template:
+        """A template by name or id (NotFoundError if there is none); a built one's with the end
+        of its build's output (`build_log`)."""
+        conn = _connect(url, api_key, None)
+        try:
+            return await conn.run(conn.core.template(name_or_id, conn.core.deadline(request_timeout)))
+        finally:
+            await conn.close()
+
+    @staticmethod
+    async def delete(name_or_id: str, url: Optional[str] = None, api_key: Optional[str] = None,
+               request_timeout: Optional[float] = None) -> Template:
+        """Deletes a template (answers it as it was); workspaces made from it go on. One berthd
+        built: its workspace goes too, unless forks stand on its checkpoint; ConflictError while
+        it is being built (delete its workspace "template-<name>" to end the build)."""
+        conn = _connect(url, api_key, None)
+        try:
+            return await conn.run(conn.core.delete_template(name_or_id,
+                                                      conn.core.deadline(request_timeout)))
+        finally:
+            await conn.close()
 
 
 class AsyncNetwork:
@@ -735,17 +864,30 @@ class AsyncWorkspace:
                labels: Optional[Dict[str, str]] = None, network: Optional[Json] = None,
                wait: bool = True, url: Optional[str] = None, api_key: Optional[str] = None,
                request_timeout: Optional[float] = None,
-               screen: Optional[str] = None) -> "AsyncWorkspace":
+               screen: Optional[str] = None, template: Optional[str] = None,
+               from_workspace: Union[None, str, "AsyncWorkspace"] = None,
+               from_checkpoint: Optional[str] = None) -> "AsyncWorkspace":
         """Creates a workspace (a name is made up when none is given) and, with wait, waits
         until it runs (berthd's POST …/wait; request_timeout default 300 s). Sent with an
         Idempotency-Key, so the SDK's own retries never make two. `screen`: the desktop's
         size, "WIDTHxHEIGHT" (width 640-3840 and a multiple of 8, height 480-2160; berthd's
-        default 1280x800)."""
+        default 1280x800).
+
+        `template` (a template's name or id, see Templates): the workspace is made from it,
+        running with the template's programs already started (NotFoundError for an unknown
+        one). `from_workspace` (a Workspace, an id or a name) and `from_checkpoint`: the workspace is a fork
+        of that workspace's checkpoint, or, without from_checkpoint, of a checkpoint taken of
+        it now (with memory when it is running or hibernated; docs/api.md, "Forks"). Either
+        way it has its source's image, size, settings, env and network policy: only `name`
+        and `labels` may be given beside them (any other is berthd's InvalidArgumentError).
+        berthd takes no Idempotency-Key for these, so they are never sent twice on its own."""
         conn = _connect(url, api_key, None)
         try:
             info = await conn.run(conn.core.create(
                 create_body(name, image, size, idle_timeout, idle_action, env, labels, network,
-                            screen=screen),
+                            screen=screen, template=template,
+                            from_workspace=_ws_id(from_workspace),
+                            from_checkpoint=from_checkpoint),
                 wait, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
         except BaseException:
             await conn.close()
@@ -772,13 +914,18 @@ class AsyncWorkspace:
                       labels: Optional[Dict[str, str]] = None, network: Optional[Json] = None,
                       wait: bool = True, url: Optional[str] = None, api_key: Optional[str] = None,
                       request_timeout: Optional[float] = None,
-                      screen: Optional[str] = None) -> "AsyncWorkspace":
-        """The workspace named `name`, woken, or made with these settings if there is none."""
+                      screen: Optional[str] = None, template: Optional[str] = None,
+                      from_workspace: Union[None, str, "AsyncWorkspace"] = None,
+                      from_checkpoint: Optional[str] = None) -> "AsyncWorkspace":
+        """The workspace named `name`, woken, or made with these settings if there is none
+        (`template` and `from_*` as for create())."""
         conn = _connect(url, api_key, None)
         try:
             info = await conn.run(conn.core.get_or_create(
                 name, create_body(name, image, size, idle_timeout, idle_action, env, labels,
-                                  network, screen=screen),
+                                  network, screen=screen, template=template,
+                                  from_workspace=_ws_id(from_workspace),
+                                  from_checkpoint=from_checkpoint),
                 wait, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
         except BaseException:
             await conn.close()
@@ -871,6 +1018,27 @@ class AsyncWorkspace:
         self._info = await self._conn.run(self._conn.core.patch(
             self.id, body, self._conn.core.deadline(request_timeout)))
         return self._info
+
+    async def fork(self, name: Optional[str] = None, checkpoint: Optional[str] = None,
+             labels: Optional[Dict[str, str]] = None, wait: bool = True,
+             request_timeout: Optional[float] = None) -> "AsyncWorkspace":
+        """A new workspace made from this one (docs/api.md, "Forks"): from its checkpoint
+        `checkpoint` (id or name), or without one from a checkpoint taken now (with memory when
+        it runs or is hibernated: the fork resumes its programs instead of booting). The fork
+        is a machine of its own with this one's image, size, settings, env and network policy;
+        only `name` (made up when None) and `labels` are its own. With wait, returned once it
+        runs (request_timeout default 300 s). Create(from_workspace=...) in short; to make
+        several at once from one checkpoint, checkpoints.fork(cp, count=N)."""
+        conn = Connection(self._conn.core.config)
+        try:
+            info = await conn.run(conn.core.create(
+                create_body(name, None, None, None, None, None, labels, None,
+                            from_workspace=self.id, from_checkpoint=checkpoint),
+                wait, _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
+        except BaseException:
+            await conn.close()
+            raise
+        return type(self)(info, conn)
 
     def checkpoint(self, name: Optional[str] = None, keep: bool = True, memory: bool = False,
                    request_timeout: Optional[float] = None) -> AsyncCheckpointScope:

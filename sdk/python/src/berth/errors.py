@@ -135,6 +135,30 @@ class CommandExitError(BerthError):
         self.stderr: str = result.stderr
 
 
+class TemplateBuildError(BerthError):
+    """A template's build ended "failed" (Templates.wait, Templates.create(wait=True)):
+    `.template` is the Template as berthd answered it, `.error` berthd's reason ("the script
+    exited with 3"), `.build_log` the end of the build's output; the message has both (the
+    log's last lines). Not retryable as it is: fix the script, delete the template, build it
+    again."""
+
+    #: How much of the build log's end goes into the message (all of it is on .build_log).
+    MESSAGE_LOG_CHARS = 2000
+
+    def __init__(self, template: Any) -> None:
+        self.template = template
+        self.error: str = template.error or "no reason given"
+        self.build_log: str = template.build_log or ""
+        message = f"template {template.name!r} failed to build: {self.error}"
+        tail = self.build_log.rstrip("\n")
+        if tail:
+            if len(tail) > self.MESSAGE_LOG_CHARS:
+                tail = tail[-self.MESSAGE_LOG_CHARS:]
+                tail = "…" + tail[tail.find("\n") + 1:] if "\n" in tail else "…" + tail
+            message += "\n--- the end of its build log ---\n" + tail
+        super().__init__(message, code="template_build_failed")
+
+
 _BY_CODE: Dict[str, Type[BerthError]] = {
     "invalid_argument": InvalidArgumentError,
     "method_not_allowed": InvalidArgumentError,

@@ -209,6 +209,57 @@ class RestoreResult:
 
 
 @dataclass
+class Template:
+    """A template: a checkpoint with memory published under a name for the tenant; a workspace
+    made from it (`Workspace.create(template=...)`) is a fork of that checkpoint, resumed with
+    its programs running (docs/api.md, "Templates"). `workspace_id` and `checkpoint_id` are
+    what it is; while that workspace is there, `workspace` (its name), `image`, `cpus`,
+    `memory_mib` and `disk_gib` say what a workspace made from it is (None once it is gone).
+
+    One built from a script (`Templates.create(name, script=...)`) is `state` "building" (no
+    `checkpoint_id` yet, its workspace berthd's "template-<name>"), then "ready", or "failed"
+    with `error`; it keeps its request (`script`, `start`, `ready`, `timeout_s`), and
+    `Templates.get` answers the end of the build's output in `build_log` (None from list and
+    create). A template published from a checkpoint is "ready" and has none of these."""
+    id: str
+    name: str
+    workspace_id: str
+    checkpoint_id: str
+    workspace: Optional[str] = None
+    image: Optional[str] = None
+    cpus: Optional[int] = None
+    memory_mib: Optional[int] = None
+    disk_gib: Optional[int] = None
+    created_by: str = ""
+    created_at: str = ""
+    #: "building", "ready" or "failed" (a berthd from before builds sends none: "ready").
+    state: str = "ready"
+    #: Why a build failed.
+    error: Optional[str] = None
+    script: Optional[str] = None
+    start: Optional[str] = None
+    ready: Optional[str] = None
+    timeout_s: Optional[int] = None
+    #: The last 16 KiB of the build's output (Templates.get only).
+    build_log: Optional[str] = None
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "Template":
+        return Template(id=_str(j, "id"), name=_str(j, "name"),
+                        workspace_id=_str(j, "workspace_id"),
+                        checkpoint_id=_str(j, "checkpoint_id"),
+                        workspace=_opt_str(j, "workspace"), image=_opt_str(j, "image"),
+                        cpus=_opt_int(j, "cpus"), memory_mib=_opt_int(j, "memory_mib"),
+                        disk_gib=_opt_int(j, "disk_gib"), created_by=_str(j, "created_by"),
+                        created_at=_str(j, "created_at"), state=_str(j, "state", "ready"),
+                        error=_opt_str(j, "error"), script=_opt_str(j, "script"),
+                        start=_opt_str(j, "start"), ready=_opt_str(j, "ready"),
+                        timeout_s=_opt_int(j, "timeout_s"), build_log=_opt_str(j, "build_log"),
+                        raw=j)
+
+
+@dataclass
 class WatchEvent:
     """A change in a watched directory (files.watch_dir): `type` is "created", "modified",
     "deleted", "moved_from", "moved_to", or "error" (a subdirectory that could not be
