@@ -49,6 +49,58 @@ export interface Workspace {
   started_at: string | null;
   last_active_at: string | null;
   awake?: Awake | null;
+  /** The checkpoint this workspace was forked from (null when it is not a fork). */
+  forked_from?: string | null;
+}
+
+/** A checkpoint (docs/api.md, "Checkpoints"; common/v1/checkpoint.h). */
+export interface Checkpoint {
+  id: string;
+  workspace_id: string;
+  name: string;  // its id when it was taken without one
+  kind: 'manual' | 'before_restore' | 'rolling' | string;
+  memory: boolean;
+  parent: string | null;
+  taken_while: string;
+  pause_ms: number | null;
+  size_bytes: number;
+  created_by: string;
+  created_at: string;
+}
+
+/** POST …/checkpoints/{cp}/restore's answer: the workspace, and the checkpoint of the state it
+ * left (null when the restore was asked with "undo": false). */
+export interface Restored {
+  workspace: Workspace;
+  undo: Checkpoint | null;
+}
+
+/** A template (docs/api.md, "Templates"; common/v1/template.h). What a workspace made from it is
+ * (workspace, image, cpus, memory_mib, disk_gib) is there while its workspace is. */
+export interface Template {
+  id: string;
+  name: string;
+  workspace_id: string;
+  checkpoint_id: string;
+  workspace?: string;
+  image?: string;
+  cpus?: number;
+  memory_mib?: number;
+  disk_gib?: number;
+  created_by: string;
+  created_at: string;
+  /** A template built by berthd from a script is `building` until it is `ready` (or `failed`,
+   * with `error`); absent, it is ready. */
+  state?: string;
+  error?: string | null;
+  /** A build's request (POST /v1/templates {name, script, start?, ready?, image?, size?,
+   * timeout_s?}). */
+  script?: string;
+  start?: string;
+  ready?: string;
+  timeout_s?: number;
+  /** The last 16 KiB of a build's output: GET /v1/templates/{tpl} only. */
+  build_log?: string;
 }
 
 let csrfToken: string | null = null;
@@ -126,6 +178,26 @@ export async function call<T>(method: string, path: string, options: CallOptions
 
 export function wsPath(ws: string, rest = ''): string {
   return `/v1/workspaces/${encodeURIComponent(ws)}${rest}`;
+}
+
+/** A checkpoint's route: …/checkpoints/{cp}{rest}. */
+export function checkpointPath(ws: string, cp: string, rest = ''): string {
+  return wsPath(ws, `/checkpoints/${encodeURIComponent(cp)}${rest}`);
+}
+
+/** Whether a workspace can be made from the template now. */
+export function templateReady(t: Template): boolean {
+  return (t.state ?? 'ready') === 'ready';
+}
+
+/** The tenant's templates, by name. */
+export async function listTemplates(signal?: AbortSignal): Promise<Template[]> {
+  return (await call<{ templates: Template[] }>('GET', '/v1/templates', { signal })).templates;
+}
+
+/** One template (by name or id), with a build's `build_log`. */
+export async function getTemplate(nameOrId: string, signal?: AbortSignal): Promise<Template> {
+  return call<Template>('GET', `/v1/templates/${encodeURIComponent(nameOrId)}`, { signal });
 }
 
 /** The files route of an absolute guest path. */

@@ -31,6 +31,7 @@ const kKnownKinds = [
   'error', 'updated', 'deleting', 'deleted', 'exec', 'session', 'file_written', 'files_extracted', 'file_moved',
   'file_deleted', 'dir_created',
   'preview_token_used', 'desktop_control_taken', 'desktop_control_released', 'desktop_input', 'egress_denied',
+  'checkpoint', 'restored', 'checkpoint_deleted', 'identity',
 ];
 
 export interface Filters {

@@ -47,6 +47,25 @@ export function formatTime(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
 }
 
+/** How long ago `iso` was, from `now` (ms), coarsely: "12 s ago", "3 min ago", "5 h 10 min ago". */
+export function ago(iso: string | null | undefined, now: number): string {
+  const t = iso ? Date.parse(iso) : NaN;
+  if (!Number.isFinite(t)) return '';
+  const s = Math.max(0, Math.round((now - t) / 1000));
+  if (s < 5) return 'just now';
+  if (s < 60) return `${s} s ago`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${m % 60} min ago`;
+  return `${Math.floor(h / 24)} d ago`;
+}
+
+/** What berthd accepts as a workspace, checkpoint or template name (lowercase letters, digits
+ * and '-', not at either end), for an <input pattern>; berthd's own message says the rest. */
+export const kNamePattern = '[a-z0-9]([a-z0-9\\-]*[a-z0-9])?';
+export const kNameHint = 'lowercase letters, digits and -';
+
 /** Copies text to the clipboard; where the Clipboard API is refused (a page not served over
  * https or from localhost), selects `fallback`'s text and copies that. */
 export async function copyText(text: string, fallback?: HTMLInputElement | HTMLTextAreaElement | null): Promise<boolean> {

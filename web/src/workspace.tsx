@@ -1,6 +1,6 @@
 // A workspace's page: its state and actions, and the tabs. A tab once opened stays mounted
 // (hidden when another is shown), so a terminal keeps its connection while you look at files.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { call, errorMessage, wsPath, type Workspace } from './api';
 import { ErrorNote, StatePill, useNow } from './ui';
 import { IdleInfo, Lifecycle, Progress, useWorkspaces } from './workspaces';
@@ -8,6 +8,7 @@ import { Files } from './files';
 import { Timeline } from './timeline';
 import { Previews } from './previews';
 import { Network } from './network';
+import { Checkpoints } from './checkpoints';
 
 // xterm.js is most of the page's weight: loaded with the first terminal, not on first load.
 type TerminalsModule = typeof import('./terminal');
@@ -45,7 +46,7 @@ function LazyDesktop(props: { ws: string; state: string; visible: boolean; onSta
   return mod ? <mod.DesktopTab {...props} /> : <p aria-busy="true">Loading the desktop viewer…</p>;
 }
 
-const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['desktop', 'Desktop'], ['timeline', 'Timeline'], ['previews', 'Previews'], ['network', 'Network']];
+const kTabs: [string, string][] = [['terminal', 'Terminal'], ['files', 'Files'], ['desktop', 'Desktop'], ['timeline', 'Timeline'], ['previews', 'Previews'], ['network', 'Network'], ['checkpoints', 'Checkpoints']];
 
 export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; query: URLSearchParams }) {
   const { list, put } = useWorkspaces();
@@ -53,6 +54,7 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
   const [error, setError] = useState<string | null>(null);
   const [visited, setVisited] = useState<Set<string>>(new Set([tab]));
   const now = useNow();
+  const tabsRef = useRef<HTMLElement>(null);
 
   useEffect(() => {
     call<Workspace>('GET', wsPath(ws)).then(setFetched).catch((e) => setError(errorMessage(e)));
@@ -66,6 +68,14 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
 
   const live = [...list.values()].find((w) => w.name === ws || w.id === ws);
   const w = live ?? fetched;
+  // On a narrow screen the tabs scroll sideways: the current one is scrolled into sight.
+  useEffect(() => {
+    const nav = tabsRef.current;
+    const a = nav?.querySelector<HTMLElement>('a[aria-current="page"]');
+    if (!nav || !a) return;
+    const left = a.getBoundingClientRect().left - nav.getBoundingClientRect().left;
+    if (left < 0 || left + a.offsetWidth > nav.clientWidth) nav.scrollLeft += left - (nav.clientWidth - a.offsetWidth) / 2;
+  }, [tab, !!w]);
   if (!w) {
     return error ? (
       <section><h1>{ws}</h1><ErrorNote message={error} /><p><a href="/">Back to workspaces</a></p></section>
@@ -84,10 +94,11 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
       <p class="facts">
         <span>{w.image}</span> · <span>{w.size} ({w.cpus} vCPU, {w.memory_mib} MiB, {w.disk_gib} GiB)</span> ·{' '}
         <IdleInfo w={w} now={now} />
+        {w.forked_from && <> · <span>fork of checkpoint <span class="mono">{w.forked_from}</span></span></>}
         {w.error && <span class="errtext"> · {w.error}</span>}
       </p>
       {error && <ErrorNote message={error} onDismiss={() => setError(null)} />}
-      <nav class="tabs" aria-label="Workspace sections">
+      <nav class="tabs" aria-label="Workspace sections" ref={tabsRef}>
         {kTabs.map(([t, label]) => (
           <a key={t} href={`${base}/${t}`} aria-current={t === tab ? 'page' : undefined}>{label}</a>
         ))}
@@ -103,6 +114,7 @@ export function WorkspacePage({ ws, tab, query }: { ws: string; tab: string; que
       {visited.has('timeline') && <div hidden={tab !== 'timeline'}><Timeline ws={w.id} query={query} base={base} /></div>}
       {visited.has('previews') && <div hidden={tab !== 'previews'}><Previews ws={w.id} /></div>}
       {visited.has('network') && <div hidden={tab !== 'network'}><Network ws={w.id} /></div>}
+      {visited.has('checkpoints') && <div hidden={tab !== 'checkpoints'}><Checkpoints w={w} workspaces={list} put={put} /></div>}
     </section>
   );
 }

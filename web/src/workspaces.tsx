@@ -6,6 +6,7 @@ import { call, errorMessage, wsPath, type Workspace } from './api';
 import { navigate } from './router';
 import { Confirm, ErrorNote, Modal, StatePill, formatDuration, isBusy, useNow } from './ui';
 import { CreateForm } from './create';
+import { TemplateList } from './templates';
 
 type Stream = 'connecting' | 'live' | 'reconnecting' | 'closed';
 
@@ -121,7 +122,9 @@ const kStates = ['running', 'starting', 'creating', 'stopping', 'stopped', 'hibe
 export function WorkspaceList({ query }: { query: URLSearchParams }) {
   const { list, stream, put } = useWorkspaces();
   const [error, setError] = useState<string | null>(null);
+  // The create dialog, and the template it starts from when opened from the templates' list.
   const [creating, setCreating] = useState(false);
+  const [fromTemplate, setFromTemplate] = useState<string | undefined>(undefined);
   const now = useNow();
   const stateFilter = query.get('state') ?? '';
   const labelFilter = query.get('label') ?? '';
@@ -149,7 +152,7 @@ export function WorkspaceList({ query }: { query: URLSearchParams }) {
         <span class={`stream ${stream}`} role="status">
           {stream === 'live' ? 'Live' : stream === 'connecting' ? 'Connecting…' : stream === 'reconnecting' ? 'Reconnecting…' : 'Disconnected'}
         </span>
-        <button type="button" onClick={() => setCreating(true)}>New workspace</button>
+        <button type="button" onClick={() => { setFromTemplate(undefined); setCreating(true); }}>New workspace</button>
       </div>
       <form class="filters" role="search" onSubmit={(e) => e.preventDefault()}>
         <label>State
@@ -166,7 +169,7 @@ export function WorkspaceList({ query }: { query: URLSearchParams }) {
       </form>
       {error && <ErrorNote message={error} onDismiss={() => setError(null)} />}
       {stream !== 'connecting' && list.size === 0 ? (
-        <p class="empty">No workspaces yet. <button type="button" class="link" onClick={() => setCreating(true)}>Create one</button>.</p>
+        <p class="empty">No workspaces yet. <button type="button" class="link" onClick={() => { setFromTemplate(undefined); setCreating(true); }}>Create one</button>.</p>
       ) : (
         <table class="list">
           <thead>
@@ -191,8 +194,9 @@ export function WorkspaceList({ query }: { query: URLSearchParams }) {
           </tbody>
         </table>
       )}
+      <TemplateList onCreateFrom={(t) => { setFromTemplate(t.name); setCreating(true); }} />
       <Modal title="New workspace" open={creating} onClose={() => setCreating(false)}>
-        <CreateForm onCancel={() => setCreating(false)}
+        <CreateForm template={fromTemplate} onCancel={() => setCreating(false)}
                     onCreated={(w) => { put(w); setCreating(false); }} />
       </Modal>
     </section>
