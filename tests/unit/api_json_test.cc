@@ -50,7 +50,7 @@ TEST_CASE("a workspace answer is the documented JSON, and the clients read it ba
     "id": "ws_0123456789abcdef", "name": "api-server", "tenant": "tn_1",
     "image": "base", "image_version": "20260101", "size": "small",
     "cpus": 1, "memory_mib": 1024, "disk_gib": 10,
-    "idle_timeout": 1800, "idle_action": "stop", "max_runtime": null, "auto_start": true,
+    "idle_timeout": 1800, "idle_action": "stop", "max_runtime": null, "checkpoints": null, "auto_start": true,
     "screen": "1280x800",
     "env": {"GREETING": "hello"}, "labels": {"team": "infra"},
     "state": "running", "error": null, "transport": "forward", "forked_from": null,
