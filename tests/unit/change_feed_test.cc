@@ -3,8 +3,10 @@
 // order without holding a thread.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <future>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -160,18 +162,31 @@ TEST_CASE("boot slots: at most N at once, served in order, and close ends every 
   // Closed: a waiter gets an empty slot, and so does every later Acquire.
   std::promise<void> hold;
   auto held = hold.get_future().share();
+  // Released however the test ends: a failed REQUIRE below must not leave the holder blocking
+  // the pool's join for ever.
+  struct Release {
+    std::promise<void>& p;
+    bool done = false;
+    void operator()() {
+      if (!std::exchange(done, true)) p.set_value();
+    }
+    ~Release() { (*this)(); }
+  } release{hold};
+  std::atomic<bool> holding{false};
   auto holder = [&]() -> asio::awaitable<bool> {
     auto slot = co_await slots.Acquire();
+    holding = true;
     held.wait();
     co_return static_cast<bool>(slot);
   };
   auto h = asio::co_spawn(asio::make_strand(pool.get_executor()), holder(), asio::use_future);
-  REQUIRE(testing::WaitFor([&] { return slots.waiting() == 0; }));
+  // The holder has the slot (not merely nobody waiting yet: worker 3 could take it first).
+  REQUIRE(testing::WaitFor([&] { return holding.load(); }));
   auto w = asio::co_spawn(strand, worker(3), asio::use_future);
   REQUIRE(testing::WaitFor([&] { return slots.waiting() == 1; }));
   slots.Close();
   CHECK_FALSE(w.get());
-  hold.set_value();
+  release();
   CHECK(h.get());
   auto late = asio::co_spawn(strand, worker(4), asio::use_future);
   CHECK_FALSE(late.get());
