@@ -33,7 +33,9 @@ Task<void> WorkspaceService::MaybeRollCheckpoint(ActorPtr a, int64_t now, int64_
     a->last_rolling_at = co_await Blocking(std::move(newest));
     if (a->last_rolling_at == 0) a->last_rolling_at = a->record().started_at.value_or(now);
   }
+  // A PATCH may have turned the policy off during the read.
   const Workspace& ws = a->record();
+  if (!ws.checkpoints || ws.state != State::kRunning) co_return;
   if (now < a->last_rolling_at + ws.checkpoints->every_s || last_active <= a->last_rolling_at) co_return;
   a->last_rolling_at = now;  // one attempt per period, whatever comes of it
   a->rolling_busy = true;
