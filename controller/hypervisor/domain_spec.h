@@ -101,6 +101,24 @@ Result<std::string> RetargetDisks(std::string_view domain_xml, const std::map<st
 // generation ID device, or without an element berthd's machines have.
 Result<std::string> RebindDomainXml(std::string_view image_xml, const DomainSpec& spec, std::string_view genid);
 
+// A disk plugged into a running domain for a while (diff.cc: a checkpoint's layers under a
+// scratch overlay, for the guest's agent to read). Live only: the stored definition never has
+// it, so a stop or a crash drops it.
+struct DiskAttachment {
+  std::string file;    // qcow2, the domain's uid's; its backing chain is opened read-only
+  std::string target;  // "vdw": none of the machine's own (vda, vdb)
+  std::string serial;  // how the guest finds it (/sys/block/vdX/serial): 1-20 of [a-z0-9-]
+  // Pinned, 0x19-0x1f: clear of the slots libvirt gives the machine's own devices (from 0x02
+  // up) and of the NIC's (0x18, which libvirt does not know of: it is on QEMU's command line).
+  int pci_slot = 0x19;
+};
+
+// Pure, golden-file tested: the <disk> device of an attachment, with a user alias ("ua-" and
+// its serial) that libvirt's device-removed event names.
+std::string RenderDiskXml(const DiskAttachment& disk);
+// The alias libvirt gives the disk with target dev `target` in a domain's XML, if it has one.
+std::optional<std::string> DiskAlias(std::string_view domain_xml, std::string_view target);
+
 // The file each disk of a domain's XML (as libvirt writes it) reads and writes, by target dev
 // ("vda" -> ".../root.g3.qcow2"); disks without a file source are left out.
 std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml);

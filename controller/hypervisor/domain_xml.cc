@@ -136,6 +136,40 @@ Result<std::string> RetargetDisks(std::string_view domain_xml, const std::map<st
   return out;
 }
 
+std::string RenderDiskXml(const DiskAttachment& disk) {
+  std::string x;
+  auto add = [&x](std::string_view line) {
+    x.append(line);
+    x.push_back('\n');
+  };
+  add("<disk type='file' device='disk'>");
+  add("  <driver name='qemu' type='qcow2' cache='writeback'/>");
+  add(fmt::format("  <source file='{}'/>", Escape(disk.file)));
+  add(fmt::format("  <target dev='{}' bus='virtio'/>", Escape(disk.target)));
+  add(fmt::format("  <serial>{}</serial>", Escape(disk.serial)));
+  add(fmt::format("  <alias name='ua-{}'/>", Escape(disk.serial)));
+  add(fmt::format("  <address type='pci' domain='0x0000' bus='0x00' slot='{:#04x}' function='0x0'/>", disk.pci_slot));
+  add("</disk>");
+  return x;
+}
+
+std::optional<std::string> DiskAlias(std::string_view domain_xml, std::string_view target) {
+  size_t at = 0;
+  while (true) {
+    size_t begin = domain_xml.find("<disk ", at);
+    if (begin == std::string_view::npos) return std::nullopt;
+    size_t end = domain_xml.find("</disk>", begin);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string_view disk = domain_xml.substr(begin, end - begin);
+    at = end;
+    // The disk's own <target> and <alias> follow its <backingStore> chain, if it has one.
+    size_t closed = disk.rfind("</backingStore>");
+    std::string_view own = closed == std::string_view::npos ? disk : disk.substr(closed);
+    if (Attribute(Tag(own, "target"), "dev") != target) continue;
+    return Attribute(Tag(own, "alias"), "name");
+  }
+}
+
 std::map<std::string, std::string> ParseDiskSources(std::string_view domain_xml) {
   std::map<std::string, std::string> sources;
   size_t at = 0;

@@ -1,5 +1,7 @@
 #include "controller/hypervisor/fake_hypervisor.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include <fmt/format.h>
@@ -97,6 +99,7 @@ Status FakeHypervisor::PressPowerButton(const std::string& name) {
   }
   if (acpi_works_) {
     it->second.state = DomainState::kShutoff;
+    it->second.attached.clear();
     Emit({name, DomainEventKind::kShutdownByGuest, "acpi"});
   }
   return {};
@@ -110,6 +113,7 @@ Status FakeHypervisor::Destroy(const std::string& name) {
   if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
   if (it->second.state == DomainState::kRunning || it->second.state == DomainState::kPaused) {
     it->second.state = DomainState::kShutoff;
+    it->second.attached.clear();
   }
   return {};
 }
@@ -124,6 +128,7 @@ Status FakeHypervisor::Save(const std::string& name) {
     return Fail(ErrorCode::kFailedPrecondition, "domain is not running");
   }
   it->second.state = DomainState::kSaved;
+  it->second.attached.clear();
   return {};
 }
 
@@ -237,7 +242,44 @@ Result<std::map<std::string, std::string>> FakeHypervisor::DiskSources(const std
   if (auto s = Enter("DiskSources"); !s) return Fail(s.error());
   auto it = domains_.find(name);
   if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
-  return std::map<std::string, std::string>{{"vda", it->second.spec.root_disk}, {"vdb", it->second.spec.data_disk}};
+  std::map<std::string, std::string> sources{{"vda", it->second.spec.root_disk}, {"vdb", it->second.spec.data_disk}};
+  for (const auto& [target, disk] : it->second.attached) sources[target] = disk.file;
+  return sources;
+}
+
+Status FakeHypervisor::AttachDisk(const std::string& name, const DiskAttachment& disk) {
+  Pass("AttachDisk");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("AttachDisk"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end()) return Fail(ErrorCode::kNotFound, "no domain " + name);
+  if (it->second.state != DomainState::kRunning) return Fail(ErrorCode::kFailedPrecondition, "domain is not running");
+  if (disk.target == "vda" || disk.target == "vdb" || it->second.attached.contains(disk.target)) {
+    return Fail(ErrorCode::kAlreadyExists, "target " + disk.target + " is taken");
+  }
+  if (::access(disk.file.c_str(), R_OK) != 0) return Fail(ErrnoError(errno, "open " + disk.file));
+  it->second.attached[disk.target] = disk;
+  return {};
+}
+
+Status FakeHypervisor::DetachDisk(const std::string& name, const std::string& target, std::chrono::seconds timeout) {
+  Pass("DetachDisk");
+  std::lock_guard lock(mutex_);
+  if (auto s = Enter("DetachDisk"); !s) return s;
+  auto it = domains_.find(name);
+  if (it == domains_.end() || !it->second.attached.contains(target)) return {};
+  if (!detach_works_) {
+    return Fail(ErrorCode::kDeadlineExceeded,
+                fmt::format("the guest of {} did not let go of disk {} in {} s", name, target, timeout.count()));
+  }
+  it->second.attached.erase(target);
+  return {};
+}
+
+std::map<std::string, DiskAttachment> FakeHypervisor::AttachedForTest(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto it = domains_.find(name);
+  return it == domains_.end() ? std::map<std::string, DiskAttachment>{} : it->second.attached;
 }
 
 Status FakeHypervisor::DiscardSave(const std::string& name) {
@@ -305,6 +347,7 @@ void FakeHypervisor::StopFromGuestForTest(const std::string& name, bool crashed)
   auto it = domains_.find(name);
   if (it == domains_.end()) return;
   it->second.state = DomainState::kShutoff;
+  it->second.attached.clear();
   Emit({name, crashed ? DomainEventKind::kCrashed : DomainEventKind::kShutdownByGuest, ""});
 }
 

@@ -2,6 +2,7 @@
 // that tests can trigger (a crash, a guest shutdown). Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -30,6 +31,8 @@ class FakeHypervisor : public Hypervisor {
   Status CopySave(const std::string& name, const std::string& dest) override;
   Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;
   Result<std::map<std::string, std::string>> DiskSources(const std::string& name) override;
+  Status AttachDisk(const std::string& name, const DiskAttachment& disk) override;
+  Status DetachDisk(const std::string& name, const std::string& target, std::chrono::seconds timeout) override;
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
   Result<DomainStats> Stats(const std::string& name) override;
@@ -45,6 +48,10 @@ class FakeHypervisor : public Hypervisor {
   // Whether PressPowerButton() powers the guest off at once (true) or leaves it running (a guest that
   // ignores ACPI).
   void SetAcpiWorksForTest(bool works) { acpi_works_ = works; }
+  // Whether DetachDisk takes the disk away (true) or times out (a guest that keeps it).
+  void SetDetachWorksForTest(bool works) { detach_works_ = works; }
+  // The disks AttachDisk plugged into the running domain, by target.
+  std::map<std::string, DiskAttachment> AttachedForTest(const std::string& name) const;
   void SetCpuTimeForTest(const std::string& name, uint64_t ns);
   // The next call of `method` blocks (holding nothing of the fake) until ReleaseForTest: a
   // long managedsave, a hung libvirt call. WaitHeldForTest waits until a call is blocked there.
@@ -65,6 +72,7 @@ class FakeHypervisor : public Hypervisor {
     uint64_t cpu_time_ns = 0;
     std::string restored_from;
     std::string restored_root;
+    std::map<std::string, DiskAttachment> attached;  // live only: gone when it stops
   };
   Status Enter(const std::string& method);
   void Pass(const std::string& method);
@@ -84,6 +92,7 @@ class FakeHypervisor : public Hypervisor {
   std::function<void(const DomainEvent&)> handler_;
   bool kvm_ = false;
   bool acpi_works_ = true;
+  std::atomic<bool> detach_works_ = true;
 };
 
 }  // namespace berth::hypervisor

@@ -94,6 +94,13 @@ class Hypervisor {
   // The file each disk reads and writes now, by target ("vda", "vdb"): the live definition of a
   // running domain, the managed save's of a hibernated one, else the stored one.
   virtual Result<std::map<std::string, std::string>> DiskSources(const std::string& name) = 0;
+  // Plugs `disk` into the running domain (live only, domain_spec.h). Fails when the domain
+  // is not running or the target is taken.
+  virtual Status AttachDisk(const std::string& name, const DiskAttachment& disk) = 0;
+  // Asks the guest to let go of the disk with target dev `target` (an ACPI eject) and waits,
+  // up to `timeout`, until it is gone from the running domain: deadline_exceeded when the
+  // guest keeps it. Fine on a disk that is not there (or a domain not running).
+  virtual Status DetachDisk(const std::string& name, const std::string& target, std::chrono::seconds timeout) = 0;
   virtual Result<DomainState> State(const std::string& name) = 0;
   // Every domain whose name starts with `prefix`.
   virtual Result<std::vector<DomainInfo>> List(const std::string& prefix) = 0;

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -474,6 +476,90 @@ Result<std::map<std::string, std::string>> LibvirtHypervisor::DiskSources(const 
   auto sources = ParseDiskSources(xml);
   free(xml);
   return sources;
+}
+
+Status LibvirtHypervisor::AttachDisk(const std::string& name, const DiskAttachment& disk) {
+  auto dom = Lookup(name);
+  if (!dom) return Fail(dom.error());
+  std::string xml = RenderDiskXml(disk);
+  if (virDomainAttachDeviceFlags(dom->get(), xml.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+    return Fail(LibvirtError(fmt::format("attach disk {} to {}", disk.target, name)));
+  }
+  return {};
+}
+
+namespace {
+
+// The aliases of the devices a domain's guest let go of, from libvirt's device-removed events.
+struct RemovedDevices {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::set<std::string> aliases;
+
+  static void OnEvent(virConnectPtr, virDomainPtr, const char* alias, void* opaque) {
+    auto& removed = **static_cast<std::shared_ptr<RemovedDevices>*>(opaque);
+    std::lock_guard lock(removed.mutex);
+    removed.aliases.insert(alias);
+    removed.changed.notify_all();
+  }
+};
+
+}  // namespace
+
+Status LibvirtHypervisor::DetachDisk(const std::string& name, const std::string& target, std::chrono::seconds timeout) {
+  auto dom = Lookup(name);
+  if (!dom) return dom.error().code == ErrorCode::kNotFound ? Status{} : Fail(dom.error());
+  auto conn = Conn();
+  if (!conn) return Fail(conn.error());
+  auto live_alias = [&]() -> Result<std::optional<std::string>> {
+    if (virDomainIsActive(dom->get()) != 1) return std::optional<std::string>();
+    char* xml = virDomainGetXMLDesc(dom->get(), 0);
+    if (xml == nullptr) return Fail(LibvirtError("read the definition of " + name));
+    std::string_view view(xml);
+    bool present = ParseDiskSources(view).contains(target);
+    auto alias = present ? DiskAlias(view, target).value_or("") : std::optional<std::string>();
+    free(xml);
+    return alias;
+  };
+  auto alias = live_alias();
+  if (!alias) return Fail(alias.error());
+  if (!*alias) return {};
+  if (alias->value().empty()) {
+    return Fail(ErrorCode::kInternal, fmt::format("disk {} of {} has no alias to detach it by", target, name));
+  }
+  // Registered before the request: the guest may let go at once.
+  auto removed = std::make_shared<RemovedDevices>();
+  int watch = virConnectDomainEventRegisterAny(
+      conn->get(), dom->get(), VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED, VIR_DOMAIN_EVENT_CALLBACK(&RemovedDevices::OnEvent),
+      new std::shared_ptr<RemovedDevices>(removed),
+      [](void* opaque) { delete static_cast<std::shared_ptr<RemovedDevices>*>(opaque); });
+  // libvirt waits a few seconds for the guest itself, then answers with the removal pending.
+  if (virDomainDetachDeviceAlias(dom->get(), alias->value().c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0 &&
+      !LastErrorIs(VIR_ERR_DEVICE_MISSING) && !LastErrorIs(VIR_ERR_OPERATION_INVALID)) {
+    Error failed = LibvirtError(fmt::format("detach disk {} from {}", target, name));
+    if (watch >= 0) virConnectDomainEventDeregisterAny(conn->get(), watch);
+    return Fail(std::move(failed));
+  }
+  // The event ends the wait; the domain's own definition decides (an event lost with a
+  // dropped connection costs a second, not the timeout).
+  auto until = std::chrono::steady_clock::now() + timeout;
+  Result<std::optional<std::string>> still = alias;
+  while (true) {
+    {
+      std::unique_lock lock(removed->mutex);
+      removed->changed.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1)),
+                                  [&] { return removed->aliases.contains(alias->value()); });
+    }
+    still = live_alias();
+    if (!still || !*still || std::chrono::steady_clock::now() >= until) break;
+  }
+  if (watch >= 0) virConnectDomainEventDeregisterAny(conn->get(), watch);
+  if (!still) return Fail(still.error());
+  if (*still) {
+    return Fail(ErrorCode::kDeadlineExceeded,
+                fmt::format("the guest of {} did not let go of disk {} in {} s", name, target, timeout.count()));
+  }
+  return {};
 }
 
 Result<DomainState> LibvirtHypervisor::State(const std::string& name) {

@@ -58,6 +58,8 @@ class LibvirtHypervisor : public Hypervisor {
   Status CopySave(const std::string& name, const std::string& dest) override;
   Status RedefineSave(const std::string& name, const std::string& root_disk, const std::string& data_disk) override;
   Result<std::map<std::string, std::string>> DiskSources(const std::string& name) override;
+  Status AttachDisk(const std::string& name, const DiskAttachment& disk) override;
+  Status DetachDisk(const std::string& name, const std::string& target, std::chrono::seconds timeout) override;
   Result<DomainState> State(const std::string& name) override;
   Result<std::vector<DomainInfo>> List(const std::string& prefix) override;
   Result<DomainStats> Stats(const std::string& name) override;

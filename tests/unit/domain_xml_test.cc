@@ -458,3 +458,47 @@ TEST_CASE("rebind: a machine without an element berthd's have is refused, naming
     CHECK(out.error().message.find(named) != std::string::npos);
   }
 }
+
+TEST_CASE("attached disk XML: a qcow2 on the given file, its serial, a user alias and a pinned PCI slot",
+          "[xml][checkpoints]") {
+  DiskAttachment disk{.file = "/var/lib/berth/workspaces/ws_1/diff.from-root.qcow2", .target = "vdw",
+                      .serial = "berth-from-root", .pci_slot = 0x1c};
+  CheckGolden("attached_disk.xml", RenderDiskXml(disk));
+  // Text is escaped like the domain's.
+  disk.file = "/x/it's <a>.qcow2";
+  CHECK(RenderDiskXml(disk).find("<source file='/x/it&apos;s &lt;a&gt;.qcow2'/>") != std::string::npos);
+}
+
+TEST_CASE("disk alias: the alias of the disk with a target, past its backing chain; none for a missing one",
+          "[xml][checkpoints]") {
+  std::string live = R"(<domain type='qemu' id='7'>
+  <devices>
+    <disk type='file' device='disk'>
+      <source file='/w/root.g2.qcow2' index='3'/>
+      <backingStore type='file' index='2'>
+        <format type='qcow2'/>
+        <source file='/w/root.g1.qcow2'/>
+        <backingStore/>
+      </backingStore>
+      <target dev='vda' bus='virtio'/>
+      <alias name='virtio-disk0'/>
+    </disk>
+    <disk type='file' device='disk'>
+      <source file='/w/diff.from-root.qcow2' index='5'/>
+      <backingStore type='file' index='6'>
+        <format type='qcow2'/>
+        <source file='/w/root.g1.qcow2'/>
+        <backingStore/>
+      </backingStore>
+      <target dev='vdw' bus='virtio'/>
+      <serial>berth-from-root</serial>
+      <alias name='ua-berth-from-root'/>
+    </disk>
+  </devices>
+</domain>
+)";
+  CHECK(DiskAlias(live, "vda") == "virtio-disk0");
+  CHECK(DiskAlias(live, "vdw") == "ua-berth-from-root");
+  CHECK_FALSE(DiskAlias(live, "vdx").has_value());
+  CHECK(ParseDiskSources(live).at("vdw") == "/w/diff.from-root.qcow2");
+}
