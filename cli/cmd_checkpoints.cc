@@ -4,7 +4,9 @@
 // checkpoint with memory, the running programs) back to one and says how to undo it. berthd
 // checkpoints a running or stopped workspace's disks, and a running one's memory too with
 // --memory; a hibernated one, or --memory of a stopped one, is its 409, exit 6 (conflict).
+// `berth diff WS CP [--to CP2]` lists what changed since a checkpoint.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
@@ -26,6 +28,13 @@ struct CheckpointOptions {
 struct CheckpointsOptions {
   std::string workspace;
   std::vector<std::string> remove;  // checkpoint ids or names
+};
+
+struct DiffOptions {
+  std::string workspace;
+  std::string checkpoint;
+  std::string to = "current";
+  int max_entries = protocol::kDefaultDiffEntries;
 };
 
 struct RestoreOptions {
@@ -124,6 +133,64 @@ Result<int> Restore(Context& ctx, const RestoreOptions& o) {
   return kExitOk;
 }
 
+// The guest compares (it may be booted first, then it walks its files): minutes at worst.
+constexpr std::chrono::seconds kDiffTimeout{900};
+
+// One line per change, `git status --short` style: "+ path  size", a directory added or removed
+// whole with what it holds.
+void PrintFiles(std::ostream& out, char mark, const std::vector<protocol::FileChange>& list, int64_t total,
+                std::string_view what) {
+  for (const auto& f : list) {
+    std::string detail;
+    if (f.type == "dir" && f.entries > 0) {
+      detail = fmt::format("dir, {} entries, {}", f.entries, FormatBytes(static_cast<uint64_t>(f.size)));
+    } else if (f.type == "file") {
+      detail = FormatBytes(static_cast<uint64_t>(f.size));
+    } else {
+      detail = f.type;
+    }
+    out << fmt::format("  {} {}{}  ({})\n", mark, f.path, f.type == "dir" ? "/" : "", detail);
+  }
+  if (total > static_cast<int64_t>(list.size())) {
+    out << fmt::format("  … {} of {} {} shown (--max to see more)\n", list.size(), total, what);
+  }
+}
+
+Result<int> Diff(Context& ctx, const DiffOptions& o) {
+  auto berth = ctx.Berth();
+  if (!berth) return Fail(berth.error());
+  auto diff = berth->DiffCheckpoint(o.workspace, o.checkpoint, o.to, o.max_entries, DeadlineIn(kDiffTimeout));
+  if (!diff) return Fail(diff.error());
+  if (ctx.json()) {
+    ctx.PrintJson(v1::ToJson(*diff));
+    return kExitOk;
+  }
+  const auto& r = diff->result;
+  const auto& c = r.files.counts;
+  std::ostream& out = ctx.out();
+  out << fmt::format("{} -> {}: {} added, {} changed, {} removed; packages: {} installed, {} changed, {} removed\n",
+                     diff->from, diff->to == "current" ? "now" : diff->to, c.added, c.changed, c.removed,
+                     r.packages.installed.size(), r.packages.changed.size(), r.packages.removed.size());
+  if (c.added + c.changed + c.removed > 0) {
+    out << fmt::format("files under {}:\n", fmt::join(r.paths, ", "));
+    PrintFiles(out, '+', r.files.added, c.added, "added");
+    PrintFiles(out, '~', r.files.changed, c.changed, "changed");
+    PrintFiles(out, '-', r.files.removed, c.removed, "removed");
+  }
+  if (!r.packages.installed.empty() || !r.packages.changed.empty() || !r.packages.removed.empty()) {
+    out << "packages:\n";
+    for (const auto& p : r.packages.installed) out << fmt::format("  + {} {}\n", p.name, p.to);
+    for (const auto& p : r.packages.changed) out << fmt::format("  ~ {} {} -> {}\n", p.name, p.from, p.to);
+    for (const auto& p : r.packages.removed) out << fmt::format("  - {} {}\n", p.name, p.from);
+  }
+  // Truncated with every change listed: not the lists, the walk was cut (at its time budget).
+  const size_t listed = r.files.added.size() + r.files.changed.size() + r.files.removed.size();
+  if (r.files.truncated && static_cast<size_t>(c.added + c.changed + c.removed) == listed) {
+    ctx.Note("the guest's walk stopped at its time budget: the files above are what it compared");
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void AddCheckpointCommands(Builder& b) {
@@ -157,6 +224,19 @@ void AddCheckpointCommands(Builder& b) {
   restore->add_flag("--no-undo", r->no_undo,
                     "take no undo checkpoint first: what the disks hold now is lost");
   b.AddJsonFlag(restore);
+
+  auto d = std::make_shared<DiffOptions>();
+  auto* diff = b.Add("diff",
+                     "list the files added, changed and removed under /workspace and the home directory, "
+                     "and the Debian packages installed, changed and removed, since a checkpoint (the "
+                     "guest compares: a stopped workspace is started)",
+                     [d](Context& ctx) { return Diff(ctx, *d); });
+  diff->add_option("workspace", d->workspace, "workspace id or name")->required();
+  diff->add_option("checkpoint", d->checkpoint, "checkpoint id or name: the state compared from")->required();
+  diff->add_option("--to", d->to, "another checkpoint to compare with (default: current, the workspace now)");
+  diff->add_option("--max", d->max_entries, "at most this many entries per list (1-10000; default 1000)")
+      ->check(CLI::Range(1, protocol::kMaxDiffEntries));
+  b.AddJsonFlag(diff);
 }
 
 }  // namespace berth::cli

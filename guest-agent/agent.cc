@@ -37,6 +37,7 @@ Agent::Agent(boost::asio::io_context& io, AgentOptions options)
   AddSystemRoutes(api_router_, ctx);
   AddSyncRoute(api_router_, ctx);
   AddIdentityRoute(api_router_, ctx);
+  AddDiffRoute(api_router_, ctx);
   AddExecRoutes(api_router_, ctx);
   AddProcessRoutes(api_router_, ctx);
   AddFileRoutes(api_router_, ctx);

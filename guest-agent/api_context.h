@@ -33,6 +33,7 @@ struct ApiContext {
 void AddSystemRoutes(http::Router& router, ApiContext& ctx);    // health, info
 void AddSyncRoute(http::Router& router, ApiContext& ctx);       // sync (berthd's only)
 void AddIdentityRoute(http::Router& router, ApiContext& ctx);   // identity (berthd's, a fork's)
+void AddDiffRoute(http::Router& router, ApiContext& ctx);       // diff (berthd's, checkpoints)
 void AddExecRoutes(http::Router& router, ApiContext& ctx);      // exec, exec/ws
 void AddProcessRoutes(http::Router& router, ApiContext& ctx);   // processes
 void AddFileRoutes(http::Router& router, ApiContext& ctx);      // files, tar, watch

@@ -537,6 +537,14 @@ Result<std::vector<v1::Checkpoint>> BerthClient::ListCheckpoints(std::string_vie
                 verb::get, target);
 }
 
+Result<v1::CheckpointDiff> BerthClient::DiffCheckpoint(std::string_view ws, std::string_view cp, std::string_view to,
+                                                       int max_entries, Deadline deadline) const {
+  std::string target = WorkspaceRoute(ws, fmt::format("/checkpoints/{}/diff?to={}&max_entries={}",
+                                                      http::PercentEncode(cp, false), http::PercentEncode(to, false),
+                                                      max_entries));
+  return Parsed(Call(verb::get, target, std::nullopt, deadline), v1::CheckpointDiffFromJson, verb::get, target);
+}
+
 Result<v1::Checkpoint> BerthClient::GetCheckpoint(std::string_view ws, std::string_view cp,
                                                   Deadline deadline) const {
   std::string target = WorkspaceRoute(ws, "/checkpoints/" + http::PercentEncode(cp, false));

@@ -201,10 +201,9 @@ class BerthClient {
 
   // --- checkpoints (docs/api.md, "Checkpoints") ---
   // Each call answers once berthd has done it (it runs behind the workspace's queued
-  // operations). Only a stopped workspace can be checkpointed today: another state is
-  // failed_precondition, with berthd's message saying to stop it; a running one is restored by
-  // stopping it, restoring and starting it again. A checkpoint (`cp`) is named by its id or
-  // its name.
+  // operations). A running, stopped or hibernated workspace can be checkpointed (with memory:
+  // running or hibernated); another state is failed_precondition. A checkpoint (`cp`) is named
+  // by its id or its name.
   // Takes one (POST …/checkpoints): the checkpoint, with its size.
   Result<v1::Checkpoint> CreateCheckpoint(std::string_view ws, const v1::CreateCheckpoint& request,
                                           Deadline deadline) const;
@@ -220,6 +219,11 @@ class BerthClient {
   Result<CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                               const v1::RestoreCheckpoint& request,
                                               Deadline deadline) const;
+
+  // What changed from `cp` to checkpoint `to` or "current" (GET …/checkpoints/{cp}/diff): the
+  // guest compares, so a stopped workspace is started first. `max_entries` per list.
+  Result<v1::CheckpointDiff> DiffCheckpoint(std::string_view ws, std::string_view cp, std::string_view to,
+                                            int max_entries, Deadline deadline) const;
 
   // --- forks and templates (docs/api.md, "Forks", "Templates") ---
   // New workspaces from a checkpoint (POST …/checkpoints/{cp}/fork): `count` of them, each

@@ -1,5 +1,6 @@
 #include "common/v1/checkpoint.h"
 
+#include "common/json.h"
 #include "common/v1/reader.h"
 #include "common/v1/time.h"
 
@@ -90,6 +91,34 @@ Result<RestoreCheckpoint> RestoreCheckpointFromJson(const json& j) {
   r.OnlyFields({"undo"}).OptBool("undo", undo);
   out.undo = undo.value_or(true);
   if (auto done = r.Done(); !done) return Fail(done.error());
+  return out;
+}
+
+nlohmann::json ToJson(const CheckpointDiff& diff) {
+  nlohmann::json out = protocol::ToJson(diff.result);
+  out["from"] = diff.from;
+  out["to"] = diff.to;
+  return out;
+}
+
+Result<CheckpointDiff> CheckpointDiffFromJson(const nlohmann::json& json) {
+  if (!json.is_object()) return Fail(ErrorCode::kInvalidArgument, "a checkpoint diff must be a JSON object");
+  CheckpointDiff out;
+  auto from = OptionalString(json, "from");
+  auto to = OptionalString(json, "to");
+  if (!from) return Fail(from.error());
+  if (!to) return Fail(to.error());
+  if (!from->has_value() || !to->has_value()) {
+    return Fail(ErrorCode::kInvalidArgument, "a checkpoint diff names its 'from' and 'to'");
+  }
+  out.from = **from;
+  out.to = **to;
+  nlohmann::json rest = json;
+  rest.erase("from");
+  rest.erase("to");
+  auto result = protocol::DiffResultFromJson(rest);
+  if (!result) return Fail(result.error());
+  out.result = std::move(*result);
   return out;
 }
 

@@ -6,6 +6,7 @@
 //   GET    /v1/workspaces/{ws}/checkpoints/{cp}           -> Checkpoint
 //   DELETE /v1/workspaces/{ws}/checkpoints/{cp}           -> Checkpoint (gone)
 //   POST   /v1/workspaces/{ws}/checkpoints/{cp}/restore   RestoreCheckpoint -> Restored
+//   GET    /v1/workspaces/{ws}/checkpoints/{cp}/diff?to=  -> CheckpointDiff
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/diff.h"
 
 namespace berth::v1 {
 
@@ -55,5 +57,16 @@ struct RestoreCheckpoint {
 nlohmann::json ToJson(const RestoreCheckpoint& request);
 // Strict: "undo" a boolean, nothing else; an empty body is {}.
 Result<RestoreCheckpoint> RestoreCheckpointFromJson(const nlohmann::json& json);
+
+// What changed from checkpoint `from` to checkpoint `to` or "current" (the workspace now): the
+// guest's comparison (common/protocol/diff.h, whose JSON it is) with both ends named.
+struct CheckpointDiff {
+  CheckpointDiff() = default;
+  std::string from;
+  std::string to;
+  protocol::DiffResult result;
+};
+nlohmann::json ToJson(const CheckpointDiff& diff);
+Result<CheckpointDiff> CheckpointDiffFromJson(const nlohmann::json& json);
 
 }  // namespace berth::v1

@@ -27,7 +27,8 @@ Error ProbeError(const boost::system::error_code& ec, std::string_view step) {
 
 // One call to the agent, its answer a JSON object of at most kMaxActivityAnswer bytes.
 asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::verb verb, const char* target,
-                                                 std::chrono::milliseconds deadline, std::string body = {}) {
+                                                 std::chrono::milliseconds deadline, std::string body = {},
+                                                 size_t max_answer = kMaxActivityAnswer) {
   auto endpoint = link.endpoint.ToAsio();
   if (!endpoint) co_return Fail(endpoint.error());
   auto executor = co_await asio::this_coro::executor;
@@ -54,7 +55,7 @@ asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::v
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.header_limit(8 * 1024);
-  parser.body_limit(kMaxActivityAnswer);
+  parser.body_limit(max_answer);
   {
     auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, kTuple);
     if (ec) co_return Fail(ProbeError(ec, "answer"));
@@ -63,8 +64,15 @@ asio::awaitable<Result<nlohmann::json>> AskAgent(const AgentLink& link, bhttp::v
   stream.socket().shutdown(asio::socket_base::shutdown_both, ignored);
   const auto& res = parser.get();
   if (res.result_int() / 100 != 2) {  // 202: a background exec, started
-    co_return Fail(ErrorCode::kUnavailable,
-                   fmt::format("the agent answered {} to {} {}", res.result_int(), bhttp::to_string(verb), target));
+    // The agent's own reason, when it gave one (the guest's words: cut short).
+    std::string why;
+    if (auto error = ParseJson(res.body()); error && error->is_object() && error->contains("error") &&
+                                            (*error)["error"].is_object()) {
+      auto message = OptionalString((*error)["error"], "message");
+      if (message && message->has_value()) why = ": " + (*message)->substr(0, 512);
+    }
+    co_return Fail(ErrorCode::kUnavailable, fmt::format("the agent answered {} to {} {}{}", res.result_int(),
+                                                        bhttp::to_string(verb), target, why));
   }
   // A guest's text: depth-bounded, so no later copy of it can overflow a stack.
   auto parsed = ParseJson(res.body());
@@ -94,6 +102,12 @@ asio::awaitable<Result<nlohmann::json>> RunInGuest(const AgentLink& link, protoc
                                                    std::chrono::milliseconds deadline) {
   std::string body = DumpJson(request.ToJson());
   co_return co_await AskAgent(link, bhttp::verb::post, "/v1/exec", deadline, std::move(body));
+}
+
+asio::awaitable<Result<nlohmann::json>> DiffInGuest(const AgentLink& link, protocol::DiffRequest request,
+                                                    std::chrono::milliseconds deadline) {
+  std::string body = DumpJson(protocol::ToJson(request));
+  co_return co_await AskAgent(link, bhttp::verb::post, "/v1/diff", deadline, std::move(body), kMaxDiffAnswer);
 }
 
 }  // namespace berth::agent_client

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/diff.h"
 #include "common/protocol/exec.h"
 #include "common/protocol/identity.h"
 #include "controller/agent_client/agent_link.h"
@@ -43,5 +44,12 @@ boost::asio::awaitable<Result<nlohmann::json>> GiveIdentity(const AgentLink& lin
 // enough for both streams to fit in kMaxActivityAnswer.
 boost::asio::awaitable<Result<nlohmann::json>> RunInGuest(const AgentLink& link, protocol::ExecRequest request,
                                                           std::chrono::milliseconds deadline);
+
+// POST /v1/diff while berthd has a checkpoint's disks plugged in (controller/workspace/diff.cc):
+// answers the DiffResult's JSON (unchecked: DiffResultFromJson checks it) of at most
+// kMaxDiffAnswer bytes.
+inline constexpr size_t kMaxDiffAnswer = 16 * 1024 * 1024;
+boost::asio::awaitable<Result<nlohmann::json>> DiffInGuest(const AgentLink& link, protocol::DiffRequest request,
+                                                           std::chrono::milliseconds deadline);
 
 }  // namespace berth::agent_client

@@ -134,6 +134,33 @@ http::Task<void> ForkFrom(ApiContext& ctx, http::Exchange& ex) {
   co_await ex.SendJson(status::created, answer);
 }
 
+// GET …/checkpoints/{cp}/diff?to={checkpoint|current}&max_entries=N: what changed since the
+// checkpoint (controller/workspace/diff.cc). The guest compares, so a stopped or hibernated
+// workspace is started first (as exec does); a read key may ask.
+http::Task<void> Diff(ApiContext& ctx, http::Exchange& ex) {
+  workspace::DiffRequest request;
+  request.from = std::string(ex.param("cp"));
+  if (auto to = ex.query().Get("to"); to && !to->empty()) request.to = to->substr(0, 256);
+  auto max = ex.query().GetInt("max_entries", protocol::kDefaultDiffEntries, 1, protocol::kMaxDiffEntries);
+  if (!max) {
+    co_await ex.SendError(max.error());
+    co_return;
+  }
+  request.max_entries = static_cast<int>(*max);
+  std::string tenant = PrincipalOf(ex).tenant_id;
+  auto diff = co_await ctx.service.DiffCheckpoints(tenant, std::string(ex.param("ws")), std::move(request),
+                                                   ctx.options.wake_timeout, ActorOf(ex));
+  if (!diff) {
+    co_await ex.SendError(diff.error());
+    co_return;
+  }
+  v1::CheckpointDiff wire;
+  wire.from = std::move(diff->from);
+  wire.to = std::move(diff->to);
+  wire.result = std::move(diff->result);
+  co_await ex.SendJson(status::ok, v1::ToJson(wire));
+}
+
 }  // namespace
 
 void AddCheckpointRoutes(http::Router& router, ApiContext& ctx) {
@@ -144,6 +171,8 @@ void AddCheckpointRoutes(http::Router& router, ApiContext& ctx) {
              [&ctx](http::Exchange& ex) { return Delete(ctx, ex); });
   router.Add(verb::post, "/v1/workspaces/{ws}/checkpoints/{cp}/restore",
              [&ctx](http::Exchange& ex) { return Restore(ctx, ex); });
+  router.Add(verb::get, "/v1/workspaces/{ws}/checkpoints/{cp}/diff",
+             [&ctx](http::Exchange& ex) { return Diff(ctx, ex); });
   router.Add(verb::post, "/v1/workspaces/{ws}/checkpoints/{cp}/fork",
              [&ctx](http::Exchange& ex) { return ForkFrom(ctx, ex); });
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
@@ -221,36 +222,6 @@ Taken TakenOf(Workspace ws, const store::Checkpoint& c, int64_t now) {
 }
 
 }  // namespace
-
-// --- queued with a result -------------------------------------------------------------------
-
-template <class T>
-Task<Result<T>> WorkspaceService::Queued(ActorPtr actor, std::function<Status()> check,
-                                          std::function<Task<Result<T>>()> op) {
-  auto executor = co_await asio::this_coro::executor;
-  auto initiation = [actor, executor, check = std::move(check), op = std::move(op)](auto handler) mutable {
-    // The handler is move-only and the queue holds copyable functions: it waits in a slot.
-    using Handler = decltype(handler);
-    auto slot = std::make_shared<std::optional<Handler>>(std::move(handler));
-    auto finish = [slot, executor](Result<T> result) {
-      asio::post(executor, [slot, result = std::move(result)]() mutable {
-        if (*slot) std::move(**slot)(std::move(result));
-      });
-    };
-    asio::post(actor->strand(), [actor, finish, check = std::move(check), op = std::move(op)]() mutable {
-      if (auto s = check(); !s) {
-        finish(Fail(s.error()));
-        return;
-      }
-      actor->Enqueue([finish, op = std::move(op)]() -> Task<void> {
-        auto result = co_await op();
-        finish(std::move(result));
-      });
-    });
-  };
-  co_return co_await asio::async_initiate<decltype(asio::use_awaitable), void(Result<T>)>(
-      std::move(initiation), asio::use_awaitable);
-}
 
 // --- the API's calls --------------------------------------------------------------------------
 
@@ -756,8 +727,15 @@ void WorkspaceService::FinishCutShortDeletes(Workspace& ws, const Layout& layout
     if (!image_disk) continue;
     Unlink plan = PlanUnlink(ws, c, rows, layout, *image_disk);
     if (plan.above.empty() || !UnlinkStarted(layout, plan)) continue;
-    if (auto s = RebaseAbove(layout, plan); !s) {
-      spdlog::error("workspace {}: finishing the delete of checkpoint {}: {}", ws.id, c.id, s.error().message);
+    // The killed berthd's qemu-img dies with it (RunCommand), but its lock goes only once it
+    // has exited: a start right after the kill may find the layer still locked for a moment.
+    Status rebased = RebaseAbove(layout, plan);
+    for (int retry = 0; !rebased && rebased.error().message.find("lock") != std::string::npos && retry < 20; ++retry) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      rebased = RebaseAbove(layout, plan);
+    }
+    if (!rebased) {
+      spdlog::error("workspace {}: finishing the delete of checkpoint {}: {}", ws.id, c.id, rebased.error().message);
       continue;
     }
     Workspace next = ws;
@@ -793,6 +771,11 @@ void WorkspaceService::ReconcileDisks(std::vector<Workspace>& records) {
     // holds it open).
     std::error_code removed;
     fs::remove(layout.rebound_memory(), removed);
+    // A diff's disks a killed berthd left plugged in (diff.cc); a guest that keeps one keeps
+    // its overlay too, for the next start to try again.
+    if (!UnplugDiffDisks(ws, layout)) {
+      spdlog::warn("workspace {}: a diff's disk is still plugged in; stop the workspace to unplug it", ws.id);
+    }
     FinishCutShortDeletes(ws, layout, *rows);
     // Where the domain's disks are, asked only when a row was cut short: a running VM's
     // checkpoint cut short after the hypervisor moved them is finished, not dropped. Unknown

@@ -21,7 +21,13 @@ Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds tim
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail(ErrnoError(errno, "pipe"));
   UniqueFd read_end(pipe_fds[0]);
   UniqueFd write_end(pipe_fds[1]);
-  auto spawned = SpawnClean(argv, write_end.get(), write_end.get());
+  // It dies with berthd (setpriv's parent-death signal, kept across its exec): a qemu-img
+  // left running by a killed berthd would go on changing a chain the next berthd reconciles
+  // at its start, and hold the image's lock meanwhile. Every command here is safe to cut
+  // short (a layer made under a temporary name, a rebase in safe mode).
+  std::vector<std::string> wrapped = {"setpriv", "--pdeathsig", "KILL", "--"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  auto spawned = SpawnClean(wrapped, write_end.get(), write_end.get());
   write_end.reset();
   if (!spawned) return Fail(spawned.error());
   pid_t pid = *spawned;

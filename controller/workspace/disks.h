@@ -13,7 +13,8 @@
 
 namespace berth::workspace {
 
-// Runs argv[0] with argv and waits at most `timeout`; its stderr (bounded) is in the error.
+// Runs argv[0] with argv and waits at most `timeout`; its stderr (bounded) is in the error. The
+// command is killed when the thread that runs it (a blocking-pool thread, berthd) goes.
 Status RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout);
 
 // qemu-img create -f qcow2 -F qcow2 -b BACKING PATH: the backing format is explicit, so

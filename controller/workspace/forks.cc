@@ -60,6 +60,21 @@ Task<Result<std::vector<Workspace>>> WorkspaceService::Fork(std::string tenant_i
     }
     checkpoint = taken->id;
   }
+  // Registered on the source's queue, one operation among its others: a delete of the
+  // checkpoint queued before it has removed it (not found), one queued after it sees the fork
+  // standing on it (ForksOn). Checked and registered elsewhere, the two could both succeed.
+  auto check = [source]() -> Status {
+    if (source->record().state == State::kDeleting) {
+      return Fail(ErrorCode::kFailedPrecondition, fmt::format("workspace '{}' is being deleted", source->record().name));
+    }
+    return {};
+  };
+  auto op = [this, source, tenant_id, request, checkpoint]() { return ForkOp(source, tenant_id, request, checkpoint); };
+  co_return co_await Queued<std::vector<Workspace>>(source, std::move(check), std::move(op));
+}
+
+Task<Result<std::vector<Workspace>>> WorkspaceService::ForkOp(ActorPtr source, std::string tenant_id,
+                                                              ForkRequest request, std::string checkpoint) {
   auto fork = [this, &tenant_id, &request, &checkpoint, source]() -> Result<std::vector<Workspace>> {
     auto c = store_.GetCheckpoint(source->id(), checkpoint);
     if (!c) return Fail(c.error());
@@ -170,6 +185,9 @@ Task<Status> WorkspaceService::GiveIdentity(const ActorPtr& a, std::string mac) 
   request.mac = std::move(mac);
   request.regenerate_ssh_host_keys = true;
   request.entropy = RandomHex(32);
+  // The new token is kept before the guest may take it (Layout::next_token).
+  auto keep = [this, ws, token = request.token] { return WriteSecret(LayoutFor(ws.id).next_token(), token); };
+  if (auto kept = co_await Blocking(std::move(keep)); !kept) co_return kept;
   AgentCall call = [this, request](const agent_client::AgentLink& to, std::chrono::milliseconds deadline) {
     return options_.give_identity(to, request, deadline);
   };
@@ -179,7 +197,7 @@ Task<Status> WorkspaceService::GiveIdentity(const ActorPtr& a, std::string mac) 
                    "the fork's guest did not take an identity of its own: " + answer.error().message);
   }
   // From its answer on, the agent accepts the new token only.
-  auto write = [this, ws, token = request.token] { return WriteToken(ws, token); };
+  auto write = [this, ws, token = request.token] { return AdoptToken(ws, token); };
   if (auto written = co_await Blocking(std::move(write)); !written) co_return written;
   link->token = request.token;
   a->SetLink(*link);
@@ -191,6 +209,12 @@ Task<Status> WorkspaceService::GiveIdentity(const ActorPtr& a, std::string mac) 
   }
   Record(*a, "identity", fmt::format("a machine of its own: {}", fmt::join(applied, ", ")),
          nlohmann::json{{"applied", applied}});
+  // Its NIC has a new MAC, and the way to its agent may take a moment to settle (passt learns
+  // the address from the guest's next frame; a connection in between is reset, seen under
+  // TCG): it is running once its agent answers again, with its new token.
+  const auto settle = std::chrono::duration_cast<std::chrono::seconds>(options_.identity_deadline);
+  auto up = co_await WaitForAgent(a, settle);
+  if (!up) co_return Fail(up.error().code, "the fork's agent after its new identity: " + up.error().message);
   co_return Status{};
 }
 

@@ -59,8 +59,18 @@ struct Layout {
   // A fork's first boot: its source checkpoint's memory, rebound as this machine (forks.cc),
   // berthd's, 0600, removed once libvirtd has restored it (and at berthd's start).
   std::filesystem::path rebound_memory() const { return dir / "fork.save"; }
+  // A diff's scratch overlays on a checkpoint's layers (diff.cc), the QEMU uid's, 0600, which
+  // the guest writes only its journal replay into: "diff.from-root.qcow2". Removed after the
+  // diff, and at berthd's start.
+  std::filesystem::path diff_disk(std::string_view which) const {
+    return dir / ("diff." + std::string(which) + ".qcow2");
+  }
   // 0600, berthd's (libvirt lends it to QEMU for fw_cfg); rewritten on every cold boot.
   std::filesystem::path token() const { return dir / "token"; }
+  // A fork's new agent token while its identity is being given (forks.cc), written before the
+  // call: a berthd killed after the guest took it and before token() was rewritten finds it
+  // here, and WaitForAgent tries it when the old one is refused.
+  std::filesystem::path next_token() const { return dir / "token.next"; }
   std::filesystem::path serial_log() const { return dir / "console.log"; }
   std::filesystem::path run_dir() const { return dir / "run"; }
   std::filesystem::path vnc_socket() const { return run_dir() / "vnc.sock"; }

@@ -84,25 +84,35 @@ hypervisor::DomainSpec WorkspaceService::SpecFor(const Workspace& ws, const Imag
   return spec;
 }
 
-Status WorkspaceService::WriteToken(const Workspace& ws, const std::optional<std::string>& given) const {
-  // A new 256-bit token per cold boot, in a file only berthd can read (libvirt lends it to
-  // QEMU for fw_cfg; it never reaches QEMU's command line). Created 0600: it is never readable
-  // by anyone else, not even for a moment. A guest resumed from a checkpoint's memory holds the
-  // token of the boot the checkpoint was taken in: `given`.
-  auto path = LayoutFor(ws.id).token();
+Status WriteSecret(const fs::path& path, std::string_view text) {
+  // Created 0600 under a temporary name and renamed: never readable by anyone else, not even
+  // for a moment, and never half written.
   fs::path tmp = path;
   tmp += ".tmp";
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Fail(ErrnoError(errno, "create " + tmp.string()));
-  std::string token = given ? *given : RandomHex(32);
-  bool ok = ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   int err = errno;
   ::close(fd);
   if (!ok) return Fail(ErrnoError(err, "write " + tmp.string()));
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return Fail(ErrnoError(ec.value(), "rename " + tmp.string()));
+  return {};
+}
+
+Status WorkspaceService::WriteToken(const Workspace& ws, const std::optional<std::string>& given) const {
+  // A new 256-bit token per cold boot, in a file only berthd can read (libvirt lends it to
+  // QEMU for fw_cfg; it never reaches QEMU's command line). A guest resumed from a
+  // checkpoint's memory holds the token of the boot the checkpoint was taken in: `given`.
+  return WriteSecret(LayoutFor(ws.id).token(), given ? *given : RandomHex(32));
+}
+
+Status WorkspaceService::AdoptToken(const Workspace& ws, const std::string& token) const {
+  if (auto s = WriteToken(ws, token); !s) return s;
+  std::error_code ec;
+  fs::remove(LayoutFor(ws.id).next_token(), ec);
   return {};
 }
 
@@ -206,6 +216,23 @@ Task<Status> WorkspaceService::WaitForAgent(const ActorPtr& a, std::chrono::seco
       co_return Status{};
     }
     last = answer.error();
+    // A fork's guest may hold the token its identity call gave, which a berthd killed right
+    // after the call never wrote (GiveIdentity keeps it in next_token first): that one, then.
+    auto adopt = [this, ws, link = *link]() -> std::optional<agent_client::AgentLink> {
+      std::ifstream in(LayoutFor(ws.id).next_token());
+      std::string next;
+      if (!std::getline(in, next) || next.empty() || next == link.token) return std::nullopt;
+      return agent_client::AgentLink{link.endpoint, next};
+    };
+    if (auto next = co_await Blocking(std::move(adopt))) {
+      if (co_await Probe(*next, options_.probe_deadline)) {
+        auto write = [this, ws, token = next->token] { return AdoptToken(ws, token); };
+        if (auto written = co_await Blocking(std::move(write)); !written) co_return written;
+        spdlog::info("workspace {}: its agent holds the token of an identity call cut short; taken", ws.id);
+        a->SetLink(*next);
+        co_return Status{};
+      }
+    }
     // Every few rounds: is the VM still there at all? A guest that powered off or crashed
     // during boot fails now rather than at the deadline.
     if (round % 4 == 3) {

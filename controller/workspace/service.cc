@@ -82,6 +82,7 @@ WorkspaceService::WorkspaceService(store::Store& store, hypervisor::Hypervisor& 
   if (!options_.sync_guest) options_.sync_guest = agent_client::SyncGuest;
   if (!options_.give_identity) options_.give_identity = agent_client::GiveIdentity;
   if (!options_.run_in_guest) options_.run_in_guest = agent_client::RunInGuest;
+  if (!options_.diff_in_guest) options_.diff_in_guest = agent_client::DiffInGuest;
   if (!options_.make_disks) options_.make_disks = DefaultMakeDisks;
   if (!options_.host_disk) options_.host_disk = StatHostDisk;
   if (!options_.kvm_works) {

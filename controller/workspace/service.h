@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol/diff.h"
 #include "common/protocol/exec.h"
 #include "common/protocol/identity.h"
 #include "controller/agent_client/agent_link.h"
@@ -119,6 +120,15 @@ struct ServiceOptions {
                                              std::chrono::milliseconds)>
       give_identity;
   std::chrono::milliseconds identity_deadline{60000};
+  // The diff call to an agent while a checkpoint's disks are plugged in (POST /v1/diff,
+  // diff.cc); replaced in unit tests. diff_budget is the guest's walk; the exchange may take
+  // diff_budget plus a minute (the disks' arrival, the mounts, the answer).
+  std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, protocol::DiffRequest,
+                                             std::chrono::milliseconds)>
+      diff_in_guest;
+  std::chrono::milliseconds diff_budget{60000};
+  // How long a guest may take to let go of a plugged disk; one that keeps it is stopped.
+  std::chrono::seconds detach_timeout{30};
   // A command run to its end in a template's builder (POST /v1/exec, templates.cc); replaced in
   // unit tests. The build's timeout covers it.
   std::function<Task<Result<nlohmann::json>>(const agent_client::AgentLink&, protocol::ExecRequest,
@@ -150,6 +160,21 @@ struct CheckpointRequest {
 struct CheckpointInfo {
   store::Checkpoint checkpoint;
   int64_t size_bytes = 0;  // the allocated size of its two frozen layers
+};
+
+// GET /v1/workspaces/{ws}/checkpoints/{from}/diff?to=: what changed from checkpoint `from` to
+// checkpoint `to`, or to the workspace as it is now (diff.cc).
+inline constexpr std::string_view kDiffToCurrent = "current";
+struct DiffRequest {
+  std::string from;
+  std::string to = std::string(kDiffToCurrent);
+  int max_entries = protocol::kDefaultDiffEntries;
+};
+
+struct CheckpointDiff {
+  std::string from;  // checkpoint ids
+  std::string to;    // or "current"
+  protocol::DiffResult result;
 };
 
 struct RestoreResult {
@@ -231,6 +256,14 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
                                                    std::string checkpoint, std::string by = {});
   Task<Result<RestoreResult>> RestoreCheckpoint(std::string tenant_id, std::string id_or_name,
                                                 std::string checkpoint, bool undo, std::string by = {});
+
+  // What changed between two checkpoints, or a checkpoint and now (diff.cc): the guest
+  // compares them, with the checkpoints' disks plugged into it read-only (each under a scratch
+  // overlay berthd removes after), so the workspace is woken first and runs meanwhile.
+  // Behind the workspace's queued operations, like the other checkpoint calls.
+  // `wake`: how long its start may take when it is stopped or hibernated.
+  Task<Result<CheckpointDiff>> DiffCheckpoints(std::string tenant_id, std::string id_or_name, DiffRequest request,
+                                               std::chrono::milliseconds wake, std::string by = {});
 
   // --- forks (forks.cc) ------------------------------------------------------------------------
   // New workspaces from a checkpoint of request.source (one taken now when none is named, with
@@ -389,6 +422,10 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Status AssignVsockCid(Workspace& ws);
   Result<CreateResult> Register(Workspace ws, const ImageVersion& image, const std::string& by,
                                 const std::string& idempotency_key, const std::string& message);
+  // Fork's registration, queued on the source's actor (so never beside a delete of the
+  // checkpoint).
+  Task<Result<std::vector<Workspace>>> ForkOp(ActorPtr source, std::string tenant_id, ForkRequest request,
+                                              std::string checkpoint);
   Result<std::vector<Workspace>> ForkBlocking(const std::string& tenant_id, const Workspace& source,
                                               const store::Checkpoint& checkpoint, const ForkRequest& request);
   // A fork's first layers, overlays on its checkpoint's (forks.cc).
@@ -428,6 +465,9 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   Result<agent_client::AgentLink> ReadLink(const Workspace& ws) const;
   hypervisor::DomainSpec SpecFor(const Workspace& ws, const ImageVersion& image) const;
   Status WriteToken(const Workspace& ws, const std::optional<std::string>& token = std::nullopt) const;
+  // `token` is the one the guest's agent holds from now on (a fork's new one): written, and the
+  // kept next_token dropped.
+  Status AdoptToken(const Workspace& ws, const std::string& token) const;
   void OnDomainEvent(const hypervisor::DomainEvent& event);
   // One hypervisor call on the blocking pool.
   Task<Result<hypervisor::DomainState>> QueryDomain(const std::string& name);
@@ -473,6 +513,12 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // ReconcileDisks' first step: finishes the checkpoint deletes a kill cut short after their
   // first rebase (`rows`, the workspace's checkpoints, is read again after each).
   void FinishCutShortDeletes(Workspace& ws, const Layout& layout, std::vector<store::Checkpoint>& rows);
+  // --- diff (diff.cc) ---
+  Task<Result<CheckpointDiff>> DiffOp(ActorPtr actor, DiffRequest request, std::string by);
+  // The disks a diff plugged in, unplugged, and their scratch overlays removed: after each diff,
+  // and at start-up for one a killed berthd left. False when the guest kept one (it is left
+  // for the caller to stop; the files stay until it is).
+  bool UnplugDiffDisks(const Workspace& ws, const Layout& layout);
   // What checkpoint `c`'s layers stand on when it has no parent among `rows`: the image's disk
   // (and nothing under the data disk), or for a fork its source checkpoint's two layers; empty
   // when it has a parent. What a delete rebases the layers above `c` onto.

@@ -281,6 +281,14 @@ class VmTransport : public Transport {
     if (!ws.net_uid) return Fail(ErrorCode::kInternal, "workspace " + ws.id + " has no uid to run as");
     return OwnFiles(layout, ws.disk_gen, static_cast<uid_t>(*ws.net_uid));
   }
+  Status AdoptScratch(const Workspace& ws, const std::filesystem::path& path) override {
+    if (!ws.net_uid) return Fail(ErrorCode::kInternal, "workspace " + ws.id + " has no uid to run as");
+    auto uid = static_cast<uid_t>(*ws.net_uid);
+    if (::lchown(path.c_str(), uid, uid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
+      return Fail(ErrnoError(errno, "give " + path.string() + " to the workspace's uid"));
+    }
+    return {};
+  }
   Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout&) const override {
     Endpoint ep;
     if (vsock_) {

@@ -39,6 +39,9 @@ class Transport {
   // those layers to its QEMU and the ones under them read-only (what BeforeStart does at a
   // boot). Called before the move too, so the QEMU can open the new layers.
   virtual Status AdoptLayers(const Workspace& /*ws*/, const Layout& /*layout*/) { return {}; }
+  // While the VM runs: gives it a file of berthd's it is to open read-write for a while (a
+  // diff's scratch overlay, diff.cc), as BeforeStart gives it its top layers.
+  virtual Status AdoptScratch(const Workspace& /*ws*/, const std::filesystem::path& /*path*/) { return {}; }
   // Where the agent answers while the VM runs.
   virtual Result<Endpoint> AgentEndpoint(const Workspace& ws, const Layout& layout) const = 0;
   // True when the "guest" is the host itself (the unix transport): its CPU load says nothing

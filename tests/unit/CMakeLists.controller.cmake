@@ -9,7 +9,7 @@ target_link_libraries(unit_random PRIVATE berth_common)
 berth_add_test(unit_workspace_service NO_AGENT
                SOURCES unit/workspace_service_test.cc unit/workspace_service_faults_test.cc
                        unit/workspace_service_crash_test.cc unit/workspace_checkpoints_test.cc
-                       unit/workspace_forks_test.cc
+                       unit/workspace_forks_test.cc unit/workspace_diff_test.cc
                LIBS berth_controller_core LABELS unit)
 berth_add_test(unit_change_feed NO_AGENT SOURCES unit/change_feed_test.cc LIBS berth_controller_core
                LABELS unit)

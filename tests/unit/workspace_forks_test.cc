@@ -4,7 +4,12 @@
 // the layers from under a fork.
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include "controller/workspace/disks.h"
 #include "tests/unit/service_fixture.h"
@@ -26,7 +31,21 @@ struct ForkFixture {
   std::atomic<int> script_exit{0};
   std::atomic<bool> ready_ok{true};
   std::atomic<int> ready_tries{0};
+  // The fork whose agent took a token (by its endpoint), and that token: its probes with
+  // another are refused, as its agent's 401 would be.
+  std::string held_path, held_token;
+  std::atomic<bool> identity_hangs{false};
   Fixture f{[this](ServiceOptions& o) {
+    o.probe = [this](const agent_client::AgentLink& link, std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
+      {
+        std::lock_guard lock(mutex);
+        if (!held_path.empty() && link.endpoint.path == held_path && link.token != held_token) {
+          co_return Fail(ErrorCode::kUnavailable, "the agent answered 401 to GET /v1/activity");
+        }
+      }
+      std::lock_guard lock(f.activity_mutex);
+      co_return f.activity;
+    };
     o.run_in_guest = [this](const agent_client::AgentLink&, protocol::ExecRequest request,
                             std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
       bool is_ready = false;
@@ -55,8 +74,22 @@ struct ForkFixture {
     o.give_identity = [this](const agent_client::AgentLink& link, protocol::IdentityRequest request,
                              std::chrono::milliseconds) -> Task<Result<nlohmann::json>> {
       if (identity_fails) co_return Fail(ErrorCode::kUnavailable, "the agent answered 404 to POST /v1/identity");
+      bool hang = false;
+      {
+        std::lock_guard lock(mutex);
+        identities.emplace_back(link.token, request);
+        // The guest's agent holds the new token from its answer on.
+        held_path = link.endpoint.path;
+        held_token = request.token;
+        hang = identity_hangs;
+      }
+      if (hang) {
+        // The answer never reaches berthd (killed meanwhile): the guest took the token all the same.
+        boost::asio::steady_timer forever(co_await boost::asio::this_coro::executor, std::chrono::hours(24));
+        auto [ec] = co_await forever.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+        co_return Fail(ErrorCode::kUnavailable, ec ? "cut" : "never");
+      }
       std::lock_guard lock(mutex);
-      identities.emplace_back(link.token, request);
       co_return nlohmann::json{{"applied", {"hostname", "machine_id", "mac", "ssh_host_keys", "entropy"}}};
     };
   }};
@@ -238,6 +271,88 @@ TEST_CASE("forks: the source can delete neither the checkpoint a fork stands on,
   auto now = t.f.runner.Sync(t.f.service->DeleteCheckpoint(t.f.tenant, source.id, "second"));
   INFO((now ? "" : now.error().message));
   CHECK(now.has_value());
+}
+
+TEST_CASE("forks: a berthd killed after the guest took its new token and before writing it finds the token kept "
+          "beside the old one, and the fork runs",
+          "[service][forks][crash]") {
+  ForkFixture t;
+  auto source = t.f.Create("mother");
+  REQUIRE(t.f.Reaches(source.id, State::kRunning));
+  auto warm = t.Take(source.id, "warm", true);
+  REQUIRE(warm.has_value());
+  t.identity_hangs = true;
+  auto forks = t.Fork("mother", "warm", "orphan");
+  REQUIRE(forks.has_value());
+  const auto fork = forks->front();
+  Layout layout = t.LayoutOf(fork.id);
+  std::string taken;
+  for (int i = 0; i < 500 && taken.empty(); ++i) {
+    {
+      std::lock_guard lock(t.mutex);
+      taken = t.held_token;
+    }
+    if (taken.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE_FALSE(taken.empty());
+  // Killed there: the token file still has the parent's, the new one is kept beside it.
+  CHECK(Slurp(layout.token()) != taken);
+  CHECK(Slurp(layout.next_token()) == taken);
+  t.identity_hangs = false;
+  t.f.RestartService();
+
+  REQUIRE(t.f.Reaches(fork.id, State::kRunning));
+  std::lock_guard lock(t.mutex);
+  // The identity is given again (the store never said it was), asked with the token the guest
+  // took; the last one given is the file's, and nothing is left beside it.
+  REQUIRE(t.identities.size() == 2);
+  CHECK(t.identities[1].first == taken);
+  CHECK(Slurp(layout.token()) == t.held_token);
+  CHECK(t.held_token == t.identities[1].second.token);
+  CHECK_FALSE(fs::exists(layout.next_token()));
+}
+
+TEST_CASE("forks: a fork is registered behind the source's queued operations, so it and a delete of its checkpoint "
+          "never both succeed",
+          "[service][forks]") {
+  ForkFixture t;
+  auto source = t.f.Create("src");
+  REQUIRE(t.f.Reaches(source.id, State::kRunning));
+  REQUIRE(t.Take(source.id, "c1", false).has_value());
+  REQUIRE(t.Take(source.id, "c2", false).has_value());
+  // Back on c1: c2 is off the running disks' chain, so it can be deleted while the VM runs.
+  auto back = t.f.runner.Sync(t.f.service->RestoreCheckpoint(t.f.tenant, source.id, "c1", false));
+  REQUIRE(back.has_value());
+  REQUIRE(t.f.Reaches(source.id, State::kRunning));
+
+  // An operation holds the source's queue; a delete and a fork of c2 come in behind it.
+  t.f.hv.HoldNextForTest("Snapshot");
+  auto busy = boost::asio::co_spawn(t.f.runner.io(),
+                                    t.f.service->TakeCheckpoint(t.f.tenant, source.id, CheckpointRequest{}),
+                                    boost::asio::use_future);
+  REQUIRE(t.f.hv.WaitHeldForTest("Snapshot", std::chrono::seconds(5)));
+  auto deleted = boost::asio::co_spawn(t.f.runner.io(), t.f.service->DeleteCheckpoint(t.f.tenant, source.id, "c2"),
+                                       boost::asio::use_future);
+  ForkRequest request;
+  request.source = source.id;
+  request.checkpoint = "c2";
+  request.name = "late";
+  auto forked = boost::asio::co_spawn(t.f.runner.io(), t.f.service->Fork(t.f.tenant, request), boost::asio::use_future);
+  // Neither is done while the queue is held (the fork used to register at once, beside it).
+  CHECK(forked.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  CHECK(deleted.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);
+  t.f.hv.ReleaseForTest("Snapshot");
+  REQUIRE(busy.get().has_value());
+  auto gone = deleted.get();
+  auto made = forked.get();
+  CHECK(gone.has_value() != made.has_value());
+  if (gone) {
+    CHECK(made.error().code == ErrorCode::kNotFound);
+    CHECK_FALSE(t.f.store->GetWorkspace(t.f.tenant, "late").has_value());
+  } else {
+    CHECK(gone.error().code == ErrorCode::kFailedPrecondition);
+    CHECK(gone.error().message.find("late") != std::string::npos);
+  }
 }
 
 TEST_CASE("forks: a fork request that would widen or resize the source is refused; names and counts are checked",

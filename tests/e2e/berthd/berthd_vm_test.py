@@ -7,7 +7,8 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
     be creating or starting then); a new berthd on the same port (the VMs' passt still run:
     none holds berthd's socket) reconciles both to running, with no orphan VM or disk
   - exec; a file written in /workspace; a package installed with sudo apt-get from the Debian
-    mirror with no `apt-get update` first (the image ships its package lists)
+    mirror with no `apt-get update` first (the image ships its package lists); the diff of a
+    checkpoint taken before both and now lists both
   - the Python SDK's calls against the running VM (sdk_vm_checks.py)
   - from inside the guest berthd's port does not answer (the guest cannot reach the host's
     loopback) while the public mirror does
@@ -16,7 +17,8 @@ One run, sharing VMs between checks where that is honest (a TCG boot costs a min
     same port finishes it; a disk checkpoint of the stopped workspace; start (on the
     checkpoint's new layers, the frozen ones its QEMU's to read only): the file and the package
     are still there; the guest changes a file, writes others, one not synced; a checkpoint of
-    the running workspace moves its disks in the same boot, and it writes one more
+    the running workspace moves its disks in the same boot, and it writes one more; the diff of
+    the two checkpoints lists the changed file and the two new ones
   - an idle workspace stops itself; restoring the running checkpoint brings back what was
     there then (the unsynced file too) without what came after; an exec wakes it
   - a checkpoint with memory of a counting process and a file; both changed; the restore
@@ -125,6 +127,15 @@ def check_private_files(data, ids):
     return uids
 
 
+def check_unplugged(data, ws):
+    """After a diff: the running domain has its own two disks only, and no scratch overlay is
+    left in the workspace's directory."""
+    disks = [line.split()[0] for line in virsh("domblklist", f"berth-{ws}").stdout.splitlines()[2:] if line.strip()]
+    check(disks == ["vda", "vdb"], f"disks still plugged in after a diff: {disks}")
+    left = [n for n in os.listdir(os.path.join(data, "workspaces", ws)) if n.startswith("diff.")]
+    check(not left, f"a diff's overlays are left: {left}")
+
+
 def top_layers(d, ws):
     """The files the domain's disks are on (vda, vdb), by libvirt: the live ones while it
     runs, else its definition's."""
@@ -225,6 +236,9 @@ def main():
         api.ok("DELETE", f"/v1/workspaces/{b}")
 
         # --- exec, a file, a package, the network -----------------------------------------
+        # A checkpoint first, which the diff below compares with (a running one: its ext4
+        # journal is replayed into the diff's scratch overlay, never into the checkpoint).
+        fresh = api.ok("POST", f"/v1/workspaces/{a}/checkpoints", {"name": "fresh"})
         nonce = secrets.token_hex(8)
         r = api.exec(a, f"echo {nonce} > /workspace/note && sync && id -un")
         check(r["exit_code"] == 0 and r["stdout"].strip() == "agent", f"write note: {r}")
@@ -233,6 +247,21 @@ def main():
         r = api.exec(a, "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q tree >/dev/null "
                         "&& tree --version && sync", timeout_s=900)
         check(r["exit_code"] == 0 and r["stdout"].startswith("tree v"), f"sudo apt-get install tree: {r}")
+        # What changed since: the guest compares the checkpoint's disks, plugged into it
+        # read-only, with itself now: the note written and the package installed.
+        t0 = time.monotonic()
+        diff = api.ok("GET", f"/v1/workspaces/{a}/checkpoints/fresh/diff")
+        figures["diff_current_s"] = round(time.monotonic() - t0, 1)
+        added = {f["path"]: f for f in diff["files"]["added"]}
+        installed = {p["name"]: p["version"] for p in diff["packages"]["installed"]}
+        check(diff["from"] == fresh["id"] and diff["to"] == "current", f"diff ends: {diff['from']} {diff['to']}")
+        check("/workspace/note" in added and added["/workspace/note"]["size"] == len(nonce) + 1,
+              f"the note is not added in the diff: {diff['files']}")
+        check("tree" in installed and not diff["packages"]["removed"], f"the diff's packages: {diff['packages']}")
+        check(diff["paths"] == ["/workspace", "/home/agent"] and not diff["files"]["truncated"], f"diff: {diff}")
+        check_unplugged(data, a)
+        log(f"diff of checkpoint fresh and now in {figures['diff_current_s']} s (the guest's walk "
+            f"{diff['took_ms']} ms): {diff['files']['counts']}, installed {sorted(installed)}")
         # The timeline has each exec through the API with its command, the guest's exit code,
         # berthd's measure of its duration, and the key that ran it (issue 15).
         r = api.exec(a, "exit 7")
@@ -365,6 +394,18 @@ def main():
         check_layers(d, tops, moved, uid)
         log(f"checkpointed the running workspace in {figures['disk_checkpoint_running_s']} s, same boot; "
             "its QEMU writes the new layers")
+        # Between two checkpoints (four disks plugged in): the note changed, two files added;
+        # what came after the second is not in it.
+        diff = api.ok("GET", f"/v1/workspaces/{a}/checkpoints/with-note/diff?to=live")
+        # (Under /workspace: the guest's own housekeeping may touch its home.)
+        paths = {k: sorted(f["path"] for f in diff["files"][k] if f["path"].startswith("/workspace/"))
+                 for k in ("added", "changed", "removed")}
+        check(diff["to"] == live["id"] and paths["changed"] == ["/workspace/note"]
+              and paths["added"] == ["/workspace/extra", "/workspace/unsynced"] and not paths["removed"],
+              f"diff of two checkpoints: {paths}")
+        check(not any(diff["packages"][k] for k in ("installed", "changed", "removed")), f"packages: {diff['packages']}")
+        check_unplugged(data, a)
+        log(f"diff of checkpoints with-note and live: {paths}")
 
         # --- idle stop, wake on exec --------------------------------------------------------
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 15})
@@ -385,7 +426,8 @@ def main():
               and "after" not in r["stdout"].split(), f"after the restore and wake: {r}")
         check("woken" in api.events(a) and "restored" in api.events(a), f"events: {api.events(a)}")
         names = [c["name"] for c in api.ok("GET", f"/v1/workspaces/{a}/checkpoints")["checkpoints"]]
-        check(names == [restored["undo"]["id"], "live", "with-note", "asleep", "sdk-rollback"], f"checkpoints: {names}")
+        check(names == [restored["undo"]["id"], "live", "with-note", "asleep", "sdk-rollback", "fresh"],
+              f"checkpoints: {names}")
         log(f"idle stop; restored the running checkpoint in {figures['disk_restore_stopped_s']} s (the "
             "unsynced file there, the later one gone); an exec woke it")
         api.ok("PATCH", f"/v1/workspaces/{a}", {"idle_timeout": 3600})
