@@ -5,11 +5,14 @@ it (domains with their save images, agents, berthd, files), used at start (for r
 killed before they could clean up) and at exit."""
 
 import fcntl
+import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
+import struct
 import subprocess
 import time
 from xml.etree import ElementTree
@@ -109,16 +112,19 @@ def libvirt_jobs(data_dir, domains):
 
 
 def read_store(data_dir):
-    """What berthd's store (read-only) says of each workspace's disks: {ws id: {"state",
-    "disk_gen", "disk_parent", "resume_memory", "checkpoints": {id: row}}}, a row being
-    {"state", "gen", "parent", "memory", "kind"}."""
+    """What berthd's store (read-only) says of each workspace's disks: {ws id: {"name",
+    "state", "disk_gen", "disk_parent", "resume_memory", "from_checkpoint", "fresh_identity",
+    "net_uid", "checkpoints": {id: row}}}, a row being {"state", "gen", "parent", "memory",
+    "kind"}. A fork's from_checkpoint is a row of its source (another workspace)."""
     db = sqlite3.connect(f"file:{os.path.join(data_dir, 'berth.db')}?mode=ro", uri=True, timeout=10)
     try:
         out = {}
-        for ws_id, state, gen, parent, resume in db.execute(
-                "SELECT id, state, disk_gen, disk_parent, resume_memory FROM workspaces"):
-            out[ws_id] = {"state": state, "disk_gen": gen, "disk_parent": parent,
-                          "resume_memory": resume, "checkpoints": {}}
+        for ws_id, name, state, gen, parent, resume, source, fresh, uid in db.execute(
+                "SELECT id, name, state, disk_gen, disk_parent, resume_memory, from_checkpoint, "
+                "fresh_identity, net_uid FROM workspaces"):
+            out[ws_id] = {"name": name, "state": state, "disk_gen": gen, "disk_parent": parent,
+                          "resume_memory": resume, "from_checkpoint": source,
+                          "fresh_identity": bool(fresh), "net_uid": uid, "checkpoints": {}}
         for cp_id, ws_id, state, gen, parent, memory, kind in db.execute(
                 "SELECT id, workspace_id, state, gen, parent, memory, kind FROM checkpoints"):
             if ws_id in out:
@@ -149,6 +155,60 @@ def qcow2_check(path):
     if r.returncode == 0:
         return None
     return f"qemu-img check {path}: exit {r.returncode}: {(r.stdout + r.stderr).strip()[:300]}"
+
+
+def read_token(path):
+    """The agent token in a file (a workspace's token, a checkpoint's), or None."""
+    try:
+        with open(path) as f:
+            return f.readline().strip() or None
+    except OSError:
+        return None
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def agent_status(socket_path, token, timeout=5):
+    """The HTTP status the host agent on `socket_path` answers an authenticated request with
+    (GET /v1/activity: berthd's idle poll, which counts as no activity) carrying `token`:
+    200 when the agent holds that token, 401 when it holds another; or the error as a string."""
+    conn = _UnixConnection(socket_path, timeout)
+    try:
+        conn.request("GET", "/v1/activity", headers={"Authorization": f"Bearer {token}"})
+        res = conn.getresponse()
+        res.read()
+        return res.status
+    except (OSError, http.client.HTTPException) as e:
+        return repr(e)
+    finally:
+        conn.close()
+
+
+ACL_USER = 0x02  # linux/posix_acl_xattr.h: a named user's entry
+
+
+def acl_users(path):
+    """The uids a POSIX ACL on `path` names (system.posix_acl_access: a version, then 8-byte
+    entries tag/perm/id); [] without one."""
+    try:
+        raw = os.getxattr(path, "system.posix_acl_access", follow_symlinks=False)
+    except OSError:
+        return []
+    out = []
+    for at in range(4, len(raw) - 7, 8):
+        tag, _perm, uid = struct.unpack_from("<HHI", raw, at)
+        if tag == ACL_USER:
+            out.append(uid)
+    return out
 
 
 def processes_under(path):

@@ -97,7 +97,8 @@ def check_observed(timeline, observed, since=0):
 
 def check_files(data_dir, records):
     """No record without its directory, no workspace directory without a record, no
-    half-written file left in a settled workspace (which disks it must have: check_disks)."""
+    half-written file left in a settled workspace (a .tmp; a fork's rebound memory, fork.save)
+    (which disks it must have: check_disks)."""
     failures = []
     root = os.path.join(data_dir, "workspaces")
     dirs = set(os.listdir(root)) if os.path.isdir(root) else set()
@@ -107,7 +108,8 @@ def check_files(data_dir, records):
             failures.append(f"{ws['id']} ({ws['state']}): record without its directory")
             continue
         files = set(os.listdir(d))
-        stray = sorted(f for f in files if f.endswith(".tmp"))
+        # (fork.save: a fork's rebound memory, gone once libvirtd restored it and at start-up)
+        stray = sorted(f for f in files if f.endswith(".tmp") or f == "fork.save")
         if stray:
             failures.append(f"{ws['id']} ({ws['state']}): half-written files left: {stray}")
     for d in sorted(dirs - set(records)):
@@ -170,6 +172,40 @@ def layer_name(disk, gen):
     return f"{disk}.qcow2" if gen == 0 else f"{disk}.g{gen}.qcow2"
 
 
+def checkpoint_owner(store, cp_id):
+    """The workspace whose ready checkpoint `cp_id` is, or None."""
+    for ws_id, s in store.items():
+        r = s["checkpoints"].get(cp_id)
+        if r is not None and r["state"] == "ready":
+            return ws_id
+    return None
+
+
+def layer_chain(store, ws_id, gen, parent):
+    """The layers, [(workspace, generation)], that a layer of generation `gen` standing on
+    checkpoint `parent` reads, itself first: down its workspace's ready checkpoints, then, at
+    the bottom of a fork's own layers, on into its source's checkpoint and what that stands on
+    (a fork of a fork: further). It stops where the store names no ready checkpoint (said
+    elsewhere)."""
+    out, seen = [], set()
+    while (ws_id, gen) not in seen:
+        seen.add((ws_id, gen))
+        out.append((ws_id, gen))
+        s = store[ws_id]
+        if parent is None:
+            # The bottom of this workspace's own layers: a fork's stand on its source's.
+            parent = s["from_checkpoint"]
+            ws_id = checkpoint_owner(store, parent) if parent else None
+            if ws_id is None:
+                break
+            s = store[ws_id]
+        r = s["checkpoints"].get(parent)
+        if r is None or r["state"] != "ready":
+            break
+        gen, parent = r["gen"], r["parent"]
+    return out
+
+
 def check_disks(data_dir, records, store):
     """Each settled workspace's files agree with what the store says of its disks (after
     berthd's start-up, ReconcileDisks, has run): no checkpoint row still 'taking'; each ready
@@ -177,8 +213,10 @@ def check_disks(data_dir, records, store):
     memory.save and token), the top is generation disk_gen, and every owned file exists while
     nothing else is there; checkpoint layers are frozen (read-only); disk_parent, each row's
     parent and resume_memory name ready checkpoints (resume_memory one with memory, and never
-    for a running workspace, whose boot cleared it); each layer's backing chain (qemu-img) is
-    the store's chain of parents, down to the image for root and to nothing for data; a
+    for a running workspace, whose boot cleared it; a fork's may name its source's); each
+    layer's backing chain (qemu-img) is the store's chain of parents (layer_chain: a fork's
+    going on into its source's checkpoint, in the source's directory), down to the image for
+    root and to nothing for data; a
     stopped workspace's tops pass qemu-img check; a running or hibernated domain's disks are
     the tops."""
     failures = []
@@ -211,7 +249,10 @@ def check_disks(data_dir, records, store):
             failures.append(f"{where}: the top stands on {s['disk_parent']}, which is no ready checkpoint")
         resume = s["resume_memory"]
         if resume is not None:
-            if resume not in ready or not ready[resume]["memory"]:
+            # A fork's first boot resumes its source's checkpoint's memory.
+            source = checkpoint_owner(store, resume) if resume == s["from_checkpoint"] else ws_id
+            row = store[source]["checkpoints"].get(resume) if source else None
+            if row is None or row["state"] != "ready" or not row["memory"]:
                 failures.append(f"{where}: resume_memory names {resume}, which is no ready checkpoint with memory")
             elif ws["state"] == "running":
                 failures.append(f"{where}: running, and resume_memory still names {resume}")
@@ -242,20 +283,19 @@ def check_disks(data_dir, records, store):
                 if not os.path.isfile(path) or os.path.getsize(path) == 0:
                     failures.append(f"{where}: checkpoint {cp_id} has memory but no (or an empty) {name}")
 
-        # The chains, as qemu-img reads them, are the store's.
-        def chain_of(gen, parent):
-            gens, seen = [gen], set()
-            while parent is not None and parent in ready and parent not in seen:
-                seen.add(parent)
-                gens.append(ready[parent]["gen"])
-                parent = ready[parent]["parent"]
-            return gens
-        leaves = {s["disk_gen"]: chain_of(s["disk_gen"], s["disk_parent"])}
+        # The chains, as qemu-img reads them, are the store's: each layer's own workspace's
+        # down its parents, and a fork's on through its source's checkpoint (whose frozen layers
+        # stay in the source's directory, the source's).
+        leaves = {s["disk_gen"]: layer_chain(store, ws_id, s["disk_gen"], s["disk_parent"])}
         under = {s["disk_parent"]} | {r["parent"] for r in ready.values()}
         for cp_id, r in ready.items():
             if cp_id not in under:
-                leaves[r["gen"]] = chain_of(r["gen"], r["parent"])
+                leaves[r["gen"]] = layer_chain(store, ws_id, r["gen"], r["parent"])
         shared = ws["state"] != "stopped"
+        root = os.path.normpath(os.path.join(data_dir, "workspaces"))
+
+        def short(f):  # a layer of this workspace by its name, another's as <id>/<name>
+            return os.path.basename(f) if os.path.dirname(f) == os.path.normpath(d) else os.path.relpath(f, root)
         for gen, gens in sorted(leaves.items()):
             for disk in ("root", "data"):
                 top = os.path.join(d, layer_name(disk, gen))
@@ -265,14 +305,18 @@ def check_disks(data_dir, records, store):
                 if isinstance(chain, str):
                     failures.append(f"{where}: {chain}")
                     continue
-                want_chain = [os.path.join(d, layer_name(disk, g)) for g in gens]
+                want_chain = [os.path.join(root, w, layer_name(disk, g)) for w, g in gens]
                 have_chain = [os.path.normpath(f) for f in chain]
-                ours = [f for f in have_chain if os.path.dirname(f) == os.path.normpath(d)]
-                beyond = have_chain[len(ours):]
-                if ours != want_chain or have_chain[:len(ours)] != ours:
+                layers = []
+                for f in have_chain:
+                    if os.path.dirname(os.path.dirname(f)) != root:
+                        break
+                    layers.append(f)
+                beyond = have_chain[len(layers):]
+                if layers != want_chain:
                     failures.append(f"{where}: {layer_name(disk, gen)} reads through "
-                                    f"{[os.path.basename(f) for f in have_chain]}, the store says "
-                                    f"{[os.path.basename(f) for f in want_chain]}")
+                                    f"{[short(f) for f in have_chain]}, the store says "
+                                    f"{[short(f) for f in want_chain]}")
                 elif disk == "root" and not beyond:
                     failures.append(f"{where}: {layer_name(disk, gen)} stands on no image disk")
                 elif disk == "data" and beyond:
@@ -309,3 +353,99 @@ def check_listed(ws_id, listed, store):
     if set(listed) != ready:
         return [f"{ws_id}: the API lists checkpoints {sorted(listed)}, the store has ready {sorted(ready)}"]
     return []
+
+
+# --- forks: whole or gone, and each a machine of its own ------------------------------------------
+
+def check_forks(data_dir, records, store):
+    """Every fork (a workspace whose store row names from_checkpoint) stands on a ready
+    checkpoint of a listed workspace other than itself, its source, and the API says so
+    (forked_from); once it ran, its identity was given (fresh_identity cleared: it is running or
+    hibernated). A running one is a machine of its own: its identity's hostname (the host
+    agent's --identity-root, <dir>/identity/etc/hostname) is its name, its token file is
+    neither its source's nor the checkpoint's (the one a memory fork's agent resumed with), and
+    its agent takes its own token and refuses those (401). Its disks' chains going on into the
+    checkpoint's frozen layers is check_disks'."""
+    failures = []
+    root = os.path.join(data_dir, "workspaces")
+    for ws_id, s in sorted(store.items()):
+        cp_id = s["from_checkpoint"]
+        ws = records.get(ws_id)
+        if cp_id is None or ws is None:
+            continue
+        where = f"fork {ws_id} ({ws['state']}) of checkpoint {cp_id}"
+        if ws.get("forked_from") != cp_id:
+            failures.append(f"{where}: the API says it is forked from {ws.get('forked_from')}")
+        source = checkpoint_owner(store, cp_id)
+        if source is None or source == ws_id:
+            failures.append(f"{where}: the checkpoint is no ready checkpoint of another workspace "
+                            f"({'its own' if source else 'none has it'}): its disks stand on nothing whole")
+            continue
+        if source not in records:
+            failures.append(f"{where}: its source {source} is not listed")
+        if ws["state"] in ("running", "hibernated") and s["fresh_identity"]:
+            failures.append(f"{where}: it ran, and the store still says fresh_identity (no identity of its own)")
+        if ws["state"] != "running":
+            continue
+        d = os.path.join(root, ws_id)
+        try:
+            with open(os.path.join(d, "identity", "etc", "hostname")) as f:
+                hostname = f.read().strip()
+        except OSError as e:
+            hostname = repr(e)
+        if hostname != ws["name"]:
+            failures.append(f"{where}: its identity's hostname is {hostname!r}, not its name {ws['name']!r}")
+        token = host_state.read_token(os.path.join(d, "token"))
+        theirs = {"its source's": host_state.read_token(os.path.join(root, source, "token"))}
+        if store[source]["checkpoints"][cp_id]["memory"]:
+            theirs["the checkpoint's"] = host_state.read_token(
+                os.path.join(root, source, "checkpoints", cp_id, "token"))
+        if token is None:
+            failures.append(f"{where}: running, and it has no token file")
+            continue
+        sock = os.path.join(d, "agent.sock")
+        answer = host_state.agent_status(sock, token)
+        if answer != 200:
+            failures.append(f"{where}: its agent answers its own token with {answer}, not 200")
+        for what, other in theirs.items():
+            if other is None:
+                continue
+            if other == token:
+                failures.append(f"{where}: its token is {what} (no identity of its own)")
+                continue
+            answer = host_state.agent_status(sock, other)
+            if answer != 401:
+                failures.append(f"{where}: its agent answers {what} token with {answer}, not 401")
+    return failures
+
+
+def check_layer_readers(data_dir, records, store):
+    """The POSIX ACL readers of each settled workspace's frozen layers (transport.cc's
+    SetLayerReader: a fork's QEMU reads its source's layers by its uid's entry) are only the
+    uids of workspaces that read them: their owner and the forks whose chains go through them,
+    never a fork that is gone. (The crash suite's unix transport adds no entries; this guards
+    against ones a fork's delete left.)"""
+    failures = []
+    readers = {}  # (workspace, gen) -> the net uids that may read it
+    for ws_id, s in store.items():
+        if s["net_uid"] is None:
+            continue
+        tops = [(s["disk_gen"], s["disk_parent"])] + [
+            (r["gen"], r["parent"]) for r in s["checkpoints"].values() if r["state"] == "ready"]
+        for gen, parent in tops:
+            for layer in layer_chain(store, ws_id, gen, parent):
+                readers.setdefault(layer, set()).add(s["net_uid"])
+    for ws in records.values():
+        s = store.get(ws["id"])
+        if s is None or ws["state"] not in ("running", "stopped", "hibernated"):
+            continue
+        for r in s["checkpoints"].values():
+            if r["state"] != "ready":
+                continue
+            for disk in ("root", "data"):
+                path = os.path.join(data_dir, "workspaces", ws["id"], layer_name(disk, r["gen"]))
+                stale = sorted(set(host_state.acl_users(path)) - readers.get((ws["id"], r["gen"]), set()))
+                if stale:
+                    failures.append(f"{ws['id']}: {layer_name(disk, r['gen'])} lets uids {stale} read it, "
+                                    f"which no workspace reading it has")
+    return failures
