@@ -188,6 +188,15 @@ class Backend {
                                                               std::string_view cp,
                                                               const v1::RestoreCheckpoint& request,
                                                               Deadline deadline) = 0;
+  // What changed from checkpoint `cp` (an id or a name) to checkpoint `to` or "current" (the
+  // workspace now), as GET …/checkpoints/{cp}/diff answers it: files under /workspace and the
+  // home directory, and Debian packages; at most `max_entries` (1..protocol::kMaxDiffEntries)
+  // files per list (added, changed, removed), the counts going on. Unlike the calls above, the
+  // guest compares, so a stopped or hibernated workspace is woken first (unless its auto_start
+  // is off: failed_precondition); not_found for an unknown checkpoint, before any wake.
+  virtual Result<v1::CheckpointDiff> DiffCheckpoint(std::string_view ws, std::string_view cp,
+                                                    std::string_view to, int max_entries,
+                                                    Deadline deadline) = 0;
 
   // --- templates (docs/api.md, "Forks") ---
   // The tenant's templates, by name.

@@ -729,6 +729,63 @@ Result<client::CheckpointRestore> FakeBackend::RestoreCheckpoint(std::string_vie
   return out;
 }
 
+protocol::DiffResult FakeBackend::CannedDiff() {
+  protocol::DiffResult r;
+  r.paths = {"/workspace", "/home/agent"};
+  r.files.added = {{"/workspace/app", "dir", 2048, 3}, {"/workspace/notes.txt", "file", 12, 0}};
+  r.files.changed = {{"/workspace/README.md", "file", 300, 0}};
+  r.files.removed = {{"/home/agent/old.log", "file", 10, 0}};
+  r.files.counts = {2, 1, 1};
+  r.packages.installed = {{"curl", "", "8.5.0"}};
+  r.packages.changed = {{"libc6", "2.36-9", "2.36-10"}};
+  r.packages.removed = {{"nano", "7.2-1", ""}};
+  r.took_ms = 420;
+  return r;
+}
+
+Result<v1::CheckpointDiff> FakeBackend::DiffCheckpoint(std::string_view ws, std::string_view cp,
+                                                       std::string_view to, int max_entries,
+                                                       Deadline deadline) {
+  std::lock_guard lock(mutex_);
+  if (auto s = EnterLocked("DiffCheckpoint", deadline); !s) return Fail(s.error());
+  last_diff_ = DiffCall{std::string(ws), std::string(cp), std::string(to), max_entries};
+  if (max_entries < 1 || max_entries > protocol::kMaxDiffEntries) {
+    return Fail(ErrorCode::kInvalidArgument, fmt::format("max_entries must be 1 to {}", protocol::kMaxDiffEntries));
+  }
+  auto space = FindLocked(ws);
+  if (!space) return Fail(space.error());
+  // Both ends exist before the workspace is woken for them, as berthd checks.
+  auto id_of = [&](std::string_view name) -> Result<std::string> {
+    for (const auto& c : (*space)->checkpoints) {
+      if (c.id == name || c.name == name) return c.id;
+    }
+    return Fail(ErrorCode::kNotFound,
+                fmt::format("workspace '{}' has no checkpoint '{}'", (*space)->ws.name, name));
+  };
+  v1::CheckpointDiff out;
+  auto from = id_of(cp);
+  if (!from) return Fail(from.error());
+  out.from = *from;
+  out.to = "current";
+  if (to != "current") {
+    auto other = id_of(to);
+    if (!other) return Fail(other.error());
+    out.to = *other;
+  }
+  if (auto woken = AgentLocked(ws); !woken) return Fail(woken.error());
+  out.result = diff_;
+  // The guest cuts the file lists at max_entries; the package lists only at kMaxDiffEntries.
+  auto cut = [&](std::vector<protocol::FileChange>& list) {
+    if (list.size() <= static_cast<size_t>(max_entries)) return;
+    list.resize(static_cast<size_t>(max_entries));
+    out.result.files.truncated = true;
+  };
+  cut(out.result.files.added);
+  cut(out.result.files.changed);
+  cut(out.result.files.removed);
+  return out;
+}
+
 namespace {
 nlohmann::json NetworkAnswer(const v1::NetworkPolicy& policy) {
   nlohmann::json j = v1::ToJson(policy);
@@ -856,6 +913,16 @@ std::optional<v1::CreateWorkspace> FakeBackend::LastCreateForTest() const {
 std::optional<v1::CreatePreview> FakeBackend::LastPreviewForTest() const {
   std::lock_guard lock(mutex_);
   return last_preview_;
+}
+
+std::optional<FakeBackend::DiffCall> FakeBackend::LastDiffForTest() const {
+  std::lock_guard lock(mutex_);
+  return last_diff_;
+}
+
+void FakeBackend::SetDiffForTest(protocol::DiffResult result) {
+  std::lock_guard lock(mutex_);
+  diff_ = std::move(result);
 }
 
 Deadline FakeBackend::LastDeadlineForTest() const {

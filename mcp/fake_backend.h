@@ -87,6 +87,12 @@ class FakeBackend : public Backend {
   Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                                       const v1::RestoreCheckpoint& request,
                                                       Deadline deadline) override;
+  // The diff SetDiffForTest gave (CannedDiff() until then) from checkpoint `cp` of `ws` (id or
+  // name) to "current" or another of its checkpoints, both named by id in the answer: not_found
+  // for an unknown one, before a stopped workspace is woken (as berthd does); each file list cut
+  // to `max_entries`, marked truncated, the counts kept, as the guest cuts them.
+  Result<v1::CheckpointDiff> DiffCheckpoint(std::string_view ws, std::string_view cp, std::string_view to,
+                                            int max_entries, Deadline deadline) override;
   // Templates AddTemplateForTest added; a workspace from one is made as CreateWorkspace makes
   // one, with the template's image, and is running.
   Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) override;
@@ -142,6 +148,19 @@ class FakeBackend : public Backend {
   std::optional<v1::CreateWorkspace> LastCreateForTest() const;
   // The last preview request, as the tools built it.
   std::optional<v1::CreatePreview> LastPreviewForTest() const;
+  // The last diff asked for, as the tools asked it.
+  struct DiffCall {
+    std::string ws, cp, to;
+    int max_entries = 0;
+  };
+  std::optional<DiffCall> LastDiffForTest() const;
+  // What DiffCheckpoint answers from now on.
+  void SetDiffForTest(protocol::DiffResult result);
+  // The default answer: under /workspace and /home/agent, added a directory /workspace/app (3
+  // entries, 2048 bytes) and a file /workspace/notes.txt (12 bytes), changed
+  // /workspace/README.md (300 bytes), removed /home/agent/old.log (10 bytes); packages curl
+  // 8.5.0 installed, libc6 2.36-9 -> 2.36-10 changed, nano 7.2-1 removed; took 420 ms.
+  static protocol::DiffResult CannedDiff();
   // The deadline the last call was given.
   Deadline LastDeadlineForTest() const;
   // The file's content, if it exists.
@@ -190,6 +209,8 @@ class FakeBackend : public Backend {
   std::vector<std::string> calls_;
   std::optional<v1::CreateWorkspace> last_create_;
   std::optional<v1::CreatePreview> last_preview_;
+  std::optional<DiffCall> last_diff_;
+  protocol::DiffResult diff_ = CannedDiff();
   int next_preview_ = 1;
   int next_checkpoint_ = 1;
   std::vector<v1::Template> templates_;

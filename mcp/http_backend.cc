@@ -104,6 +104,12 @@ Result<client::CheckpointRestore> HttpBackend::RestoreCheckpoint(std::string_vie
   return berth_.RestoreCheckpoint(ws, cp, request, deadline);
 }
 
+Result<v1::CheckpointDiff> HttpBackend::DiffCheckpoint(std::string_view ws, std::string_view cp,
+                                                       std::string_view to, int max_entries,
+                                                       Deadline deadline) {
+  return berth_.DiffCheckpoint(ws, cp, to, max_entries, deadline);
+}
+
 Result<std::vector<v1::Template>> HttpBackend::ListTemplates(Deadline deadline) {
   return berth_.ListTemplates(deadline);
 }

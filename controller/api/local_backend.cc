@@ -274,6 +274,22 @@ Result<client::CheckpointRestore> LocalBackend::RestoreCheckpoint(std::string_vi
   return out;
 }
 
+Result<v1::CheckpointDiff> LocalBackend::DiffCheckpoint(std::string_view ws, std::string_view cp, std::string_view to,
+                                                        int max_entries, Deadline deadline) {
+  workspace::DiffRequest request;
+  request.from = std::string(cp);
+  if (!to.empty()) request.to = std::string(to.substr(0, 256));
+  request.max_entries = max_entries;
+  auto diff = Sync(service_.DiffCheckpoints(principal_.tenant_id, std::string(ws), std::move(request),
+                                            Remaining(deadline), store::KeyActor(principal_.key_id)));
+  if (!diff) return Fail(diff.error());
+  v1::CheckpointDiff out;
+  out.from = std::move(diff->from);
+  out.to = std::move(diff->to);
+  out.result = std::move(diff->result);
+  return out;
+}
+
 Result<workspace::Workspace> LocalBackend::AwakeForDesktop(std::string_view ws, Scope needed, Deadline deadline) {
   if (desktop_ == nullptr || pool_ == nullptr) {
     return Fail(ErrorCode::kFailedPrecondition, "this berthd serves no desktop");

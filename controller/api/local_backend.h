@@ -88,6 +88,8 @@ class LocalBackend : public mcp::AgentBackend {
   Result<client::CheckpointRestore> RestoreCheckpoint(std::string_view ws, std::string_view cp,
                                                       const v1::RestoreCheckpoint& request,
                                                       Deadline deadline) override;
+  Result<v1::CheckpointDiff> DiffCheckpoint(std::string_view ws, std::string_view cp, std::string_view to,
+                                            int max_entries, Deadline deadline) override;
   Result<std::vector<v1::Template>> ListTemplates(Deadline deadline) override;
   Result<v1::Workspace> CreateFromTemplate(std::string_view name, std::string_view template_name,
                                            Deadline deadline) override;

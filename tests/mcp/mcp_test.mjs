@@ -54,7 +54,7 @@ const EXPECTED_TOOLS = [
   'process_output', 'process_kill', 'file_read', 'file_write', 'file_edit', 'file_list',
   'file_delete', 'ports_list', 'preview_url', 'network_policy', 'desktop_screenshot', 'desktop_act',
   'desktop_control', 'request_human', 'workspace_events', 'desktop_clipboard',
-  'checkpoint_create', 'checkpoint_list', 'checkpoint_restore', 'template_list',
+  'checkpoint_create', 'checkpoint_list', 'checkpoint_restore', 'checkpoint_diff', 'template_list',
 ];
 
 // ---- small helpers -------------------------------------------------------------------------
@@ -406,6 +406,7 @@ async function scenario(client, label) {
 async function checkpoints(client, label) {
   await step(`${label}: checkpoint_create fails on a hibernated workspace (the test driver), refuses memory of a stopped one, then `
              + 'checkpoints it stopped; checkpoint_list lists it; checkpoint_restore answers the undo checkpoint; '
+             + 'checkpoint_diff from an unknown checkpoint is not_found; '
              + 'template_list lists none; workspace_create from an unknown template is not_found',
               async () => {
     const ws = `cp-${label}`;
@@ -431,6 +432,10 @@ async function checkpoints(client, label) {
     const after = (await api('GET', `/v1/workspaces/${made.id}/checkpoints`)).checkpoints;
     assert.deepEqual(after.map((c) => c.id), [undo.id, id]);
     await callFails(client, 'checkpoint_restore', { workspace: ws, checkpoint: 'cp_nope' }, /not_found/);
+    // checkpoint_diff reaches berthd's route, which names an unknown checkpoint before it would
+    // wake the workspace for the guest to compare (the comparison itself needs a VM).
+    await callFails(client, 'checkpoint_diff', { workspace: ws, checkpoint: 'cp_nope' },
+                    /not_found.*no checkpoint 'cp_nope'/);
     // Templates: none yet (one needs a checkpoint with memory, which the test driver cannot take);
     // workspace_create with an unknown one is berthd's 404.
     const templates = await call(client, 'template_list', {});

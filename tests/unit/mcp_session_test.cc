@@ -145,7 +145,8 @@ TEST_CASE("tools/list has every tool, each with a usable schema and description"
       "file_read",        "file_write",     "file_edit",      "file_list",
       "file_delete",      "ports_list",     "preview_url",    "network_policy",
       "desktop_screenshot", "desktop_act",  "desktop_control", "request_human", "workspace_events",
-      "desktop_clipboard", "checkpoint_create", "checkpoint_list", "checkpoint_restore", "template_list"};
+      "desktop_clipboard", "checkpoint_create", "checkpoint_list", "checkpoint_restore",
+      "checkpoint_diff",   "template_list"};
   CHECK(names == expected);
   CHECK(tools.size() == expected.size());
 }

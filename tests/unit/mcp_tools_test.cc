@@ -616,6 +616,163 @@ TEST_CASE("checkpoint tools: a workspace still starting, an unknown checkpoint a
   CHECK(Text(unknown_ws).find("not_found") != std::string::npos);
 }
 
+TEST_CASE("checkpoint_diff: the arguments reach the backend with a long deadline; the text lists the files and "
+          "packages with +/~/- marks; the structured result is the wire diff",
+          "[mcp][tools][checkpoints][diff]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("dev", v1::State::kStopped, {});
+  json base = f.Call("checkpoint_create", {{"workspace", "dev"}, {"name", "base"}});
+  REQUIRE_FALSE(IsError(base));
+  std::string base_id = base["structuredContent"]["id"];
+
+  json diff = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "base"}});
+  INFO(Text(diff));
+  REQUIRE_FALSE(IsError(diff));
+  auto asked = f.backend().LastDiffForTest();
+  REQUIRE(asked);
+  CHECK(asked->ws == "dev");
+  CHECK(asked->cp == "base");
+  CHECK(asked->to == "current");
+  CHECK(asked->max_entries == 200);
+  // The guest compares, and may be booted first: longer than an ordinary call's deadline.
+  auto left = f.backend().LastDeadlineForTest() - std::chrono::steady_clock::now();
+  CHECK(left > ToolContext::kDefaultCallTimeout + std::chrono::seconds(300));
+  // Woken to compare, as berthd does.
+  CHECK(f.Call("workspace_get", {{"workspace", "dev"}})["structuredContent"]["state"] == "running");
+
+  std::string text = Text(diff);
+  CHECK(text.find("Changes from checkpoint " + base_id + " to now in workspace dev") != std::string::npos);
+  CHECK(text.find("files under /workspace, /home/agent: 2 added, 1 changed, 1 removed; packages: 1 installed, "
+                  "1 changed, 1 removed.") != std::string::npos);
+  CHECK(text.find("+ /workspace/app/ (dir, 3 entries, 2048 bytes)\n") != std::string::npos);
+  CHECK(text.find("+ /workspace/notes.txt (12 bytes)\n") != std::string::npos);
+  CHECK(text.find("~ /workspace/README.md (300 bytes)\n") != std::string::npos);
+  CHECK(text.find("- /home/agent/old.log (10 bytes)\n") != std::string::npos);
+  CHECK(text.find("+ curl 8.5.0\n") != std::string::npos);
+  CHECK(text.find("~ libc6 2.36-9 -> 2.36-10\n") != std::string::npos);
+  CHECK(text.find("- nano 7.2-1\n") != std::string::npos);
+  CHECK(text.find("Truncated") == std::string::npos);
+
+  const json& wire = diff["structuredContent"];
+  CHECK(wire["from"] == base_id);
+  CHECK(wire["to"] == "current");
+  CHECK(wire["files"]["counts"]["added"] == 2);
+  CHECK(wire["files"]["added"][0]["path"] == "/workspace/app");
+  CHECK(wire["files"]["added"][0]["entries"] == 3);
+  CHECK(wire["packages"]["installed"][0]["name"] == "curl");
+  CHECK(wire["took_ms"] == 420);
+  // Exactly the wire type: it parses back.
+  auto parsed = v1::CheckpointDiffFromJson(wire);
+  INFO(wire.dump());
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->result.files.changed.size() == 1);
+}
+
+TEST_CASE("checkpoint_diff: to another checkpoint, and lists cut at max_entries say how to see more",
+          "[mcp][tools][checkpoints][diff]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("dev", v1::State::kRunning, {});
+  REQUIRE_FALSE(IsError(f.Call("checkpoint_create", {{"workspace", "dev"}, {"name", "one"}})));
+  json two = f.Call("checkpoint_create", {{"workspace", "dev"}, {"name", "two"}});
+  REQUIRE_FALSE(IsError(two));
+  std::string two_id = two["structuredContent"]["id"];
+
+  json diff = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "one"}, {"to", "two"}, {"max_entries", 1}});
+  INFO(Text(diff));
+  REQUIRE_FALSE(IsError(diff));
+  auto asked = f.backend().LastDiffForTest();
+  REQUIRE(asked);
+  CHECK(asked->to == "two");
+  CHECK(asked->max_entries == 1);
+  std::string text = Text(diff);
+  CHECK(text.find("to checkpoint " + two_id + " in workspace dev") != std::string::npos);
+  CHECK(text.find("+ /workspace/app/") != std::string::npos);
+  CHECK(text.find("notes.txt") == std::string::npos);  // cut by the guest
+  CHECK(text.find("2 added") != std::string::npos);    // the counts go on
+  CHECK(text.find("Truncated: only 1 of 2 added files are listed (max_entries=1). Call again with a larger "
+                  "max_entries (up to 10000)") != std::string::npos);
+  CHECK(diff["structuredContent"]["files"]["truncated"] == true);
+  CHECK(diff["structuredContent"]["to"] == two_id);
+
+  // A walk cut at the guest's time budget, every change it found listed.
+  protocol::DiffResult budget = FakeBackend::CannedDiff();
+  budget.files.truncated = true;
+  f.backend().SetDiffForTest(budget);
+  json walked = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "one"}});
+  INFO(Text(walked));
+  CHECK(Text(walked).find("walk stopped at its time budget") != std::string::npos);
+
+  // Nothing changed.
+  protocol::DiffResult none;
+  none.paths = {"/workspace"};
+  f.backend().SetDiffForTest(none);
+  json same = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "two"}});
+  INFO(Text(same));
+  CHECK(Text(same).find("No changes from checkpoint " + two_id + " to now in workspace dev") != std::string::npos);
+}
+
+TEST_CASE("checkpoint_diff: a huge diff's text stays bounded and long paths are cut; the structured result has "
+          "every entry",
+          "[mcp][tools][checkpoints][diff]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("big", v1::State::kRunning, {});
+  REQUIRE_FALSE(IsError(f.Call("checkpoint_create", {{"workspace", "big"}, {"name", "base"}})));
+  protocol::DiffResult big;
+  big.paths = {"/workspace"};
+  for (int i = 0; i < 5000; ++i) {
+    big.files.added.push_back({fmt::format("/workspace/node_modules/{}/{}", i, std::string(400, 'x')), "file", 1, 0});
+  }
+  big.files.counts.added = 5000;
+  f.backend().SetDiffForTest(big);
+  json diff = f.Call("checkpoint_diff", {{"workspace", "big"}, {"checkpoint", "base"}, {"max_entries", 10000}});
+  REQUIRE_FALSE(IsError(diff));
+  std::string text = Text(diff);
+  CHECK(text.size() < 34 * 1024);
+  CHECK(text.find("5000 added") != std::string::npos);
+  CHECK(text.find("more lines left out") != std::string::npos);
+  CHECK(text.find(std::string(400, 'x')) == std::string::npos);
+  CHECK(text.find("x... (1 bytes)") != std::string::npos);
+  CHECK(diff["structuredContent"]["files"]["added"].size() == 5000);
+}
+
+TEST_CASE("checkpoint_diff: an unknown checkpoint, a missing one and a bad max_entries are tool errors",
+          "[mcp][tools][checkpoints][diff]") {
+  Fixture f;
+  f.backend().AddWorkspaceForTest("dev", v1::State::kStopped, {});
+  REQUIRE_FALSE(IsError(f.Call("checkpoint_create", {{"workspace", "dev"}, {"name", "base"}})));
+
+  json unknown = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "cp_nope"}});
+  CHECK(IsError(unknown));
+  CHECK(Text(unknown).find("not_found") != std::string::npos);
+  CHECK(Text(unknown).find("no checkpoint 'cp_nope'") != std::string::npos);
+  json unknown_to = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "base"}, {"to", "later"}});
+  CHECK(IsError(unknown_to));
+  CHECK(Text(unknown_to).find("no checkpoint 'later'") != std::string::npos);
+  // Refused before the workspace was woken for it.
+  CHECK(f.Call("workspace_get", {{"workspace", "dev"}})["structuredContent"]["state"] == "stopped");
+  CHECK(Count(f.backend().CallsForTest(), "DiffCheckpoint") == 2);
+
+  json missing = f.Call("checkpoint_diff", {{"workspace", "dev"}});
+  CHECK(IsError(missing));
+  CHECK(Text(missing).find("missing required argument 'checkpoint'") != std::string::npos);
+  json zero = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "base"}, {"max_entries", 0}});
+  CHECK(IsError(zero));
+  json many = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "base"}, {"max_entries", 10001}});
+  CHECK(IsError(many));
+  CHECK(Count(f.backend().CallsForTest(), "DiffCheckpoint") == 2);  // none of those got there
+
+  f.backend().FailNextForTest("DiffCheckpoint", Error(ErrorCode::kFailedPrecondition, "auto_start is off"));
+  json refused = f.Call("checkpoint_diff", {{"workspace", "dev"}, {"checkpoint", "base"}});
+  CHECK(IsError(refused));
+  CHECK(Text(refused).find("failed_precondition: auto_start is off") != std::string::npos);
+
+  const Tool* tool = FindTool("checkpoint_diff");
+  REQUIRE(tool);
+  CHECK(tool->annotations["readOnlyHint"] == true);
+  CHECK(tool->input_schema["required"] == json::array({"checkpoint"}));
+  CHECK(tool->input_schema["properties"]["max_entries"]["maximum"] == protocol::kMaxDiffEntries);
+}
+
 TEST_CASE("template_list names each template and how to use it; workspace_create with template starts one from it "
           "and refuses settings the template would override",
           "[mcp][tools][templates]") {
