@@ -1,22 +1,34 @@
-"""ws.checkpoints (POST|GET …/checkpoints, GET|DELETE …/checkpoints/{cp}, POST …/restore) and
-`with ws.checkpoint():`, against berthd on the unix transport. libvirt's test driver cannot
-snapshot a running domain's disks (berthd answers a 500 naming libvirt), so checkpoints are
+"""ws.checkpoints (POST|GET …/checkpoints, GET|DELETE …/checkpoints/{cp}, POST …/restore,
+GET …/diff) and `with ws.checkpoint():`, against berthd on the unix transport. libvirt's test
+driver cannot snapshot a running domain's disks (berthd answers a 500 naming libvirt), so checkpoints are
 taken of STOPPED workspaces here; a restore into a running one (stopped, restored, started)
 works on it, and is what proves the SDK's wait. For the same reason a checkpoint with memory
 (of a running workspace) is not taken here: berthd's refusal of one of a stopped workspace
 shows that memory=True reaches it, and a stand-in server (test_deadlines.Stub) what the SDK
 sends and makes of the answer. That the disks really come back is
-tests/e2e/berthd/sdk_vm_checks.py's to show, on a real VM."""
+tests/e2e/berthd/sdk_vm_checks.py's to show, on a real VM.
+
+A diff needs a guest that mounts the checkpoint's disks plugged into its VM: libvirt's test
+driver plugs in nothing and the unix transport's host agent mounts nothing (either is berthd's
+failed_precondition), so here berthd's refusals are real, and the request the SDK sends and what
+it makes of a full answer are shown against the stand-in."""
 
 import asyncio
 import json
+import re
+import time
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pytest
 
-from berth import (AlreadyExistsError, AsyncWorkspace, Checkpoint, ConflictError, NotFoundError,
-                   RestoreResult, Workspace)
+from berth import (AlreadyExistsError, AsyncWorkspace, Checkpoint, CheckpointDiff, ConflictError,
+                   DiffCounts, FileChange, InvalidArgumentError, NotFoundError, PackageChange,
+                   RestoreResult, TimeoutError, Workspace)
+from berth._core import resolve_config
+from berth._sync import Connection
+from berth.types import WorkspaceInfo
 from conftest import unique
-from test_deadlines import WS, Stub
+from test_deadlines import WS, WAKING, Stub
 
 
 class Boom(Exception):
@@ -192,3 +204,162 @@ def test_memory_true_is_sent_and_the_pause_read_back_from_a_stand_in():
         ws.close()
     finally:
         stub.close()
+
+
+# A diff as berthd answers it (controller/api/checkpoint_routes.cc, common/protocol/diff.h).
+DIFF = {
+    "from": "cp_0123456789abcdef", "to": "current", "paths": ["/workspace", "/home/agent"],
+    "files": {
+        "added": [{"path": "/workspace/app/x.js", "type": "file", "size": 12},
+                  {"path": "/workspace/node_modules", "type": "dir", "size": 4096, "entries": 5}],
+        "changed": [{"path": "/home/agent/.bashrc", "type": "file", "size": 3771}],
+        "removed": [{"path": "/workspace/old", "type": "symlink", "size": 0}],
+        "counts": {"added": 7, "changed": 1, "removed": 1},
+        "truncated": True},
+    "packages": {"installed": [{"name": "cowsay", "version": "3.03"}],
+                 "changed": [{"name": "curl", "from": "7.88.1", "to": "8.5.0"}],
+                 "removed": [{"name": "vim", "version": "2:9.0.1378"}]},
+    "took_ms": 1234}
+
+
+# berthd's refusal of a diff on the unix transport (see the module's docstring).
+NO_DISKS = r"plugging the checkpoint's disks in: .*not supported|it mounts no disks"
+
+
+def _diff_request(seen):
+    """The path and the query of a request the stand-in saw, decoded."""
+    method, target, _ = seen
+    parts = urlsplit(target)
+    return method, unquote(parts.path), dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def test_diff_sends_to_and_max_entries_and_parses_the_whole_answer_from_a_stand_in():
+    stub = Stub([(200, {}, WS, 0), (200, {}, DIFF, 0), (200, {}, DIFF, 0), (200, {}, DIFF, 0)])
+    try:
+        ws = Workspace.connect("stub", url=stub.url, api_key="k", request_timeout=10)
+        d = ws.checkpoints.diff("before upgrade/1", to="after #2&x", max_entries=50)
+        d2 = ws.checkpoints.diff("cp_0123456789abcdef")
+        ws.checkpoints.diff("base", to="cp_fedcba9876543210", max_entries=10000)
+        base = f"/v1/workspaces/{WS['id']}/checkpoints"
+        # The checkpoint's name is one path segment (its / and space encoded), `to` a query
+        # value; without a `to` the SDK asks for "current", and max_entries is sent only when
+        # given (berthd's default 1000).
+        assert stub.seen[1][1].startswith(f"{base}/before%20upgrade%2F1/diff?")
+        assert [_diff_request(s) for s in stub.seen[1:]] == [
+            ("GET", f"{base}/before upgrade/1/diff", {"to": "after #2&x", "max_entries": "50"}),
+            ("GET", f"{base}/cp_0123456789abcdef/diff", {"to": "current"}),
+            ("GET", f"{base}/base/diff", {"to": "cp_fedcba9876543210", "max_entries": "10000"})]
+        assert isinstance(d, CheckpointDiff) and d.raw == DIFF and d2 == d
+        assert (d.from_, d.to, d.paths, d.took_ms) == ("cp_0123456789abcdef", "current",
+                                                       ["/workspace", "/home/agent"], 1234)
+        assert d.files.added == [FileChange("/workspace/app/x.js", "file", 12, 0),
+                                 FileChange("/workspace/node_modules", "dir", 4096, 5)]
+        assert d.files.changed == [FileChange("/home/agent/.bashrc", "file", 3771)]
+        assert d.files.removed == [FileChange("/workspace/old", "symlink")]
+        assert d.files.counts == DiffCounts(added=7, changed=1, removed=1)
+        assert d.files.truncated is True
+        assert d.packages.installed == [PackageChange("cowsay", version="3.03")]
+        assert d.packages.changed == [PackageChange("curl", from_="7.88.1", to="8.5.0")]
+        assert d.packages.removed == [PackageChange("vim", version="2:9.0.1378")]
+        ws.close()
+    finally:
+        stub.close()
+
+
+def test_diff_reads_a_sparse_answer_tolerantly_and_is_sent_again_after_a_503_retry_after():
+    sparse = {"from": "cp_a", "to": "cp_b", "files": {"added": [{"path": "/workspace/n",
+                                                                 "type": "file"}, "junk"]},
+              "later": {"a field": "an older SDK ignores"}}
+    stub = Stub([(200, {}, WS, 0), WAKING, (200, {}, sparse, 0)])
+    try:
+        ws = Workspace.connect("stub", url=stub.url, api_key="k", request_timeout=10)
+        d = ws.checkpoints.diff("cp_a", to="cp_b")
+        # A GET changes nothing: a 503 with Retry-After (a workspace waking) is waited out.
+        assert [s[0] for s in stub.seen[1:]] == ["GET", "GET"]
+        assert (d.from_, d.to, d.paths, d.took_ms) == ("cp_a", "cp_b", [], 0)
+        assert d.files.added == [FileChange("/workspace/n", "file")]
+        assert (d.files.changed, d.files.removed, d.files.truncated) == ([], [], False)
+        assert d.files.counts == DiffCounts() and d.packages.installed == []
+        ws.close()
+    finally:
+        stub.close()
+
+
+def test_diff_waits_past_the_connections_request_timeout_as_a_call_that_may_boot_the_workspace():
+    # A connection whose own request_timeout (0.5 s) an ordinary call keeps to, and a diff
+    # that takes 1.5 s: it may boot the workspace, so its default is the boot wait's (300 s).
+    stub = Stub([(200, {}, DIFF, 1.5), (200, {}, {"id": "cp_x"}, 1.5), (200, {}, DIFF, 1.5)])
+    conn = Connection(resolve_config(stub.url, "k", 0.5))
+    try:
+        ws = Workspace(WorkspaceInfo.from_json(WS), conn)
+        assert ws.checkpoints.diff("base").took_ms == 1234
+        with pytest.raises(TimeoutError):
+            ws.checkpoints.get("base")
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):  # request_timeout given: it bounds the diff
+            ws.checkpoints.diff("base", request_timeout=0.5)
+        assert time.monotonic() - t0 < 1.4
+    finally:
+        conn.close()
+        stub.close()
+
+
+def test_async_diff_sends_the_same_request_and_parses_the_answer():
+    stub = Stub([(200, {}, WS, 0), (200, {}, DIFF, 0)])
+
+    async def main():
+        ws = await AsyncWorkspace.connect("stub", url=stub.url, api_key="k", request_timeout=10)
+        try:
+            d = await ws.checkpoints.diff("base", to="next", max_entries=3)
+            assert isinstance(d, CheckpointDiff) and d.files.counts.added == 7
+            assert d.packages.changed[0].to == "8.5.0"
+        finally:
+            await ws.close()
+
+    try:
+        asyncio.run(main())
+        assert _diff_request(stub.seen[1]) == (
+            "GET", f"/v1/workspaces/{WS['id']}/checkpoints/base/diff",
+            {"to": "next", "max_entries": "3"})
+    finally:
+        stub.close()
+
+
+def test_diff_against_berthd_unknown_checkpoints_bad_arguments_and_the_host_agents_refusal(ws):
+    cp = ws.checkpoints.create(name="diff-base")
+    with pytest.raises(NotFoundError) as e:
+        ws.checkpoints.diff("no-such-checkpoint")
+    assert e.value.status == 404 and "no-such-checkpoint" in e.value.message
+    with pytest.raises(NotFoundError):
+        ws.checkpoints.diff("diff-base", to="no-such-checkpoint")
+    with pytest.raises(InvalidArgumentError) as bad:
+        ws.checkpoints.diff("current", to="diff-base")
+    assert bad.value.status == 400
+    with pytest.raises(InvalidArgumentError) as bad:
+        ws.checkpoints.diff("diff-base", max_entries=0)
+    assert bad.value.status == 400 and "max_entries" in bad.value.message
+    assert ws.info().state == "stopped"  # refused before the workspace was woken
+    # A real checkpoint: berthd starts the workspace (its host agent) and plugs the checkpoint's
+    # disks in, which libvirt's test driver does not do; past that, the host agent mounts no
+    # disks. Either is berthd's failed_precondition, its message as berthd wrote it.
+    with pytest.raises(ConflictError) as refused:
+        ws.checkpoints.diff(cp.id)
+    assert (refused.value.status, refused.value.code) == (409, "failed_precondition")
+    assert re.search(NO_DISKS, refused.value.message), refused.value.message
+
+
+def test_async_diff_against_berthd_gives_the_same_typed_errors(berthd):
+    async def main():
+        ws = await AsyncWorkspace.create(name=unique("adiff"))
+        try:
+            await ws.stop()
+            await ws.checkpoints.create(name="base")
+            with pytest.raises(NotFoundError):
+                await ws.checkpoints.diff("missing")
+            with pytest.raises(ConflictError, match=NO_DISKS):
+                await ws.checkpoints.diff("base", to="current")
+        finally:
+            await ws.delete()
+            await ws.close()
+
+    asyncio.run(main())

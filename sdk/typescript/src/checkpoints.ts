@@ -1,5 +1,5 @@
-// ws.checkpoints: a workspace's disks, and a running one's memory, kept and brought back
-// (docs/api.md, "Checkpoints"), forked into new workspaces ("Forks"), and ws.checkpoint() /
+// ws.checkpoints: a workspace's disks, and a running one's memory, kept, compared and brought
+// back (docs/api.md, "Checkpoints"), forked into new workspaces ("Forks"), and ws.checkpoint() /
 // ws.withCheckpoint(): a checkpoint that rolls the workspace back on failure.
 
 import { randomBytes } from 'node:crypto';
@@ -89,6 +89,68 @@ export interface ForkCheckpointOptions extends CallOptions {
   waitTimeoutMs?: number;
 }
 
+/** A file, directory or symlink added, changed or removed (CheckpointDiff.files). */
+export interface FileChange {
+  /** Absolute, as the guest sees it: `/workspace/app/x.js`. */
+  path: string;
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  /** A file's bytes (the new ones for a change); 0 for the other types, except: */
+  size: number;
+  /** Only for a directory added or removed whole (one entry): how many entries it held (and
+   * `size` their bytes). */
+  entries?: number;
+}
+
+/** A Debian package (`curl`, `libc6:i386`) installed or removed: its version. */
+export interface PackageVersion {
+  name: string;
+  version: string;
+}
+
+/** A Debian package at another version. */
+export interface PackageVersionChange {
+  name: string;
+  from: string;
+  to: string;
+}
+
+/** What changed from a checkpoint to another, or to the workspace now (checkpoints.diff);
+ * fields as on the wire. */
+export interface CheckpointDiff {
+  /** The first checkpoint's id (`cp_…`). */
+  from: string;
+  /** The second checkpoint's id, or `current`: the workspace as it is now. */
+  to: string;
+  /** The trees compared: `/workspace` and the home directory. */
+  paths: string[];
+  files: {
+    /** Each list at most `maxEntries` long. */
+    added: FileChange[];
+    changed: FileChange[];
+    removed: FileChange[];
+    /** All of them, also past `maxEntries`. */
+    counts: { added: number; changed: number; removed: number };
+    /** A list was cut at `maxEntries`, or the guest's walk stopped at its time budget (then the
+     * counts too are of what it compared). */
+    truncated: boolean;
+  };
+  packages: {
+    installed: PackageVersion[];
+    /** At another version. */
+    changed: PackageVersionChange[];
+    removed: PackageVersion[];
+  };
+  /** How long the guest took to compare. */
+  took_ms: number;
+}
+
+export interface DiffOptions extends CallOptions {
+  /** The checkpoint to compare with (id or name), or `current`: the workspace now (default). */
+  to?: string;
+  /** The most entries per list of files, 1-10000 (default: berthd's, 1000). */
+  maxEntries?: number;
+}
+
 /** What Checkpoints needs of its Workspace (no import cycle at run time). */
 export interface CheckpointHost {
   readonly id: string;
@@ -100,6 +162,10 @@ export interface CheckpointHost {
    * `wait`, each once it runs, all within `waitTimeoutMs`. */
   adopt(infos: WorkspaceInfo[], wait: boolean, waitTimeoutMs?: number, signal?: AbortSignal): Promise<Workspace[]>;
 }
+
+// The least time a call that may wait for a boot gets (a restore's stop and start, a diff's
+// wake): a boot under TCG on a busy host takes minutes.
+const kLongCallMs = 300_000;
 
 function callOf(o: CallOptions): CallOptions {
   const c: CallOptions = {};
@@ -154,7 +220,7 @@ export class Checkpoints {
     const result = await this.client.json<RestoreResult>({
       method: 'POST', path: this.path(idOrName, '/restore'), json: { undo: options.undo ?? true },
       // berthd answers when the disks are restored, after the stop of a running one.
-      requestTimeoutMs: options.requestTimeoutMs ?? Math.max(this.client.requestTimeoutMs, 300_000),
+      requestTimeoutMs: options.requestTimeoutMs ?? Math.max(this.client.requestTimeoutMs, kLongCallMs),
       ...(options.signal ? { signal: options.signal } : {}),
     });
     this.host.seen(result.workspace);
@@ -162,6 +228,26 @@ export class Checkpoints {
       result.workspace = await this.host.waitFor('running', options.waitTimeoutMs, options.signal);
     }
     return result;
+  }
+
+  /** What changed from a checkpoint to another (`to`: its id or name), or to the workspace as
+   * it is now (`to: 'current'`, the default): files added, changed and removed under
+   * /workspace and the home directory (each list at most `maxEntries` long; `files.counts`
+   * counts them all, `files.truncated` says a list was cut), and Debian packages installed,
+   * changed and removed. The guest compares the checkpoints' disks, so a stopped or hibernated
+   * workspace is started first, as for a command: the call may take a boot and a walk of the
+   * file system (default requestTimeoutMs: the connection's, but at least 300 000 ms).
+   * NotFoundError for an unknown checkpoint, InvalidArgumentError for `current` as the first
+   * one or a `maxEntries` out of range, ConflictError (`failed_precondition`) when the
+   * workspace's agent cannot mount the disks. A GET: sent again after a 503 with Retry-After or
+   * a lost answer. */
+  diff(idOrName: string, options: DiffOptions = {}): Promise<CheckpointDiff> {
+    return this.client.json<CheckpointDiff>({
+      method: 'GET', path: this.path(idOrName, '/diff'),
+      query: { to: options.to ?? 'current', max_entries: options.maxEntries },
+      requestTimeoutMs: options.requestTimeoutMs ?? Math.max(this.client.requestTimeoutMs, kLongCallMs),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
   }
 
   /** New workspaces made from a checkpoint (docs/api.md, "Forks"): `count` (1-16) of them, each

@@ -21,7 +21,8 @@ export { EventFollower, formatSince, kMaxEventPage } from './events.js';
 export type { WorkspaceEvent, EventsOptions } from './events.js';
 export { Checkpoints, CheckpointTransaction } from './checkpoints.js';
 export type { Checkpoint, RestoreResult, RestoreOptions, CheckpointScopeOptions, CheckpointHost,
-              CreateCheckpointOptions, ForkCheckpointOptions } from './checkpoints.js';
+              CreateCheckpointOptions, ForkCheckpointOptions, CheckpointDiff, DiffOptions, FileChange,
+              PackageVersion, PackageVersionChange } from './checkpoints.js';
 export { Templates, TemplateBuildError, kBuildPollFirstMs, kBuildPollMaxMs } from './templates.js';
 export type {
   Template, TemplateState, CreateTemplateOptions, CreateTemplateFromOptions, CreateTemplateScriptOptions,

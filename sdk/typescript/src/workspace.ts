@@ -161,7 +161,7 @@ export class Workspace {
   readonly network: Network;
   /** Who controls its desktop, and viewer tickets. */
   readonly desktop: Desktop;
-  /** Its disks kept and brought back: create, list, get, delete, restore. */
+  /** Its disks kept and brought back: create, list, get, delete, restore, diff, fork. */
   readonly checkpoints: Checkpoints;
   private data: WorkspaceInfo;
 

@@ -6,6 +6,10 @@
 // back is for the e2e test on a real VM. For the same reason no checkpoint with memory (of a
 // running workspace) is taken here: berthd's refusal of one of a stopped workspace shows that
 // `memory: true` reaches it, and a stand-in server what the SDK sends and makes of the answer.
+// A diff needs a guest that mounts the checkpoint's disks plugged into its VM: libvirt's test
+// driver plugs in nothing and the host agent mounts nothing (either is berthd's
+// failed_precondition), so berthd's refusals are real here, and the request checkpoints.diff
+// sends and what it makes of a full answer are shown against a stand-in.
 // Node 20 cannot parse `await using`: one test runs it as
 // TypeScript compiles it (ts.transpileModule, target ES2022: TypeScript's own disposal helper),
 // the others dispose as it would, `try { ... } finally { await tx[Symbol.asyncDispose](); }`.
@@ -14,7 +18,9 @@ import http from 'node:http';
 import { after, before, beforeEach, afterEach, test } from 'node:test';
 import ts from 'typescript';
 import { startBerthd } from './harness.mjs';
-import { CheckpointTransaction, ConflictError, NotFoundError, Workspace } from '../dist/index.js';
+import {
+  CheckpointTransaction, ConflictError, InvalidArgumentError, NotFoundError, TimeoutError, Workspace,
+} from '../dist/index.js';
 
 let berthd;
 let conn;
@@ -221,4 +227,130 @@ test('memory: true is sent, and the pause read back, by create and checkpoint() 
     server.closeAllConnections();
     server.close();
   }
+});
+
+// A diff as berthd answers it (controller/api/checkpoint_routes.cc, common/protocol/diff.h).
+const kDiff = {
+  from: 'cp_0123456789abcdef', to: 'current', paths: ['/workspace', '/home/agent'],
+  files: {
+    added: [{ path: '/workspace/app/x.js', type: 'file', size: 12 },
+            { path: '/workspace/node_modules', type: 'dir', size: 4096, entries: 5 }],
+    changed: [{ path: '/home/agent/.bashrc', type: 'file', size: 3771 }],
+    removed: [{ path: '/workspace/old', type: 'symlink', size: 0 }],
+    counts: { added: 7, changed: 1, removed: 1 },
+    truncated: true,
+  },
+  packages: {
+    installed: [{ name: 'cowsay', version: '3.03' }],
+    changed: [{ name: 'curl', from: '7.88.1', to: '8.5.0' }],
+    removed: [{ name: 'vim', version: '2:9.0.1378' }],
+  },
+  took_ms: 1234,
+};
+
+// berthd's refusal of a diff on the unix transport (see the comment at the top).
+const kNoDisks = /plugging the checkpoint's disks in: .*not supported|it mounts no disks/;
+
+/** A stand-in berthd: `answer(req)` gives [status, headers, body, delayMs] for each request
+ * but GET /v1/workspaces/x (the workspace); `seen` the method and raw target of each. */
+async function standIn(answer) {
+  const info = { id: 'ws_0123456789abcdef', name: 'x', state: 'running' };
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', async () => {
+      res.setHeader('Content-Type', 'application/json');
+      if (req.url === '/v1/workspaces/x') return res.end(JSON.stringify(info));
+      seen.push([req.method, req.url]);
+      const [status, headers, body, delayMs] = answer(req);
+      if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
+      res.writeHead(status, headers);
+      res.end(JSON.stringify(body));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    info, seen, url: `http://127.0.0.1:${server.address().port}`,
+    close() { server.closeAllConnections(); server.close(); },
+  };
+}
+
+/** A request the stand-in saw: its method, decoded path and query. */
+function diffRequest([method, target]) {
+  const u = new URL(target, 'http://x');
+  return [method, decodeURIComponent(u.pathname), Object.fromEntries(u.searchParams)];
+}
+
+test('diff sends to and maxEntries, encodes names, and answers berthd\'s whole diff (a stand-in)', async () => {
+  const stub = await standIn(() => [200, {}, kDiff, 0]);
+  try {
+    const w = await Workspace.connect('x', { apiUrl: stub.url, apiKey: 'k' });
+    const d = await w.checkpoints.diff('before upgrade/1', { to: 'after #2&x', maxEntries: 50 });
+    assert.deepEqual(d, kDiff);
+    assert.deepEqual([d.files.counts.added, d.files.truncated, d.files.added[1].entries, d.packages.changed[0].to],
+                     [7, true, 5, '8.5.0']);
+    await w.checkpoints.diff('cp_0123456789abcdef');
+    await w.checkpoints.diff('base', { to: 'cp_fedcba9876543210', maxEntries: 10000 });
+    const base = `/v1/workspaces/${stub.info.id}/checkpoints`;
+    // The checkpoint's name is one path segment (its / and space encoded), `to` a query value;
+    // without `to` the SDK asks for `current`, and max_entries goes only when given.
+    assert.ok(stub.seen[0][1].startsWith(`${base}/before%20upgrade%2F1/diff?`), stub.seen[0][1]);
+    assert.deepEqual(stub.seen.map(diffRequest), [
+      ['GET', `${base}/before upgrade/1/diff`, { to: 'after #2&x', max_entries: '50' }],
+      ['GET', `${base}/cp_0123456789abcdef/diff`, { to: 'current' }],
+      ['GET', `${base}/base/diff`, { to: 'cp_fedcba9876543210', max_entries: '10000' }],
+    ]);
+  } finally {
+    stub.close();
+  }
+});
+
+test('diff is sent again after a 503 with Retry-After (a GET), and berthd\'s errors are typed (a stand-in)', async () => {
+  const answers = [
+    [503, { 'Retry-After': '1' }, { error: { code: 'unavailable', message: 'waking' } }, 0],
+    [200, {}, kDiff, 0],
+    [404, {}, { error: { code: 'not_found', message: "workspace 'x' has no checkpoint 'nope'" } }, 0],
+  ];
+  const stub = await standIn(() => answers.shift());
+  try {
+    const w = await Workspace.connect('x', { apiUrl: stub.url, apiKey: 'k' });
+    assert.equal((await w.checkpoints.diff('base')).took_ms, 1234);
+    assert.deepEqual(stub.seen.map((s) => s[0]), ['GET', 'GET']);
+    await assert.rejects(w.checkpoints.diff('nope'), (e) => e instanceof NotFoundError && e.status === 404
+      && /has no checkpoint 'nope'/.test(e.message));
+  } finally {
+    stub.close();
+  }
+});
+
+test('diff waits past the connection\'s requestTimeoutMs, as a call that may boot the workspace (a stand-in)', async () => {
+  // An ordinary call keeps to the connection's 500 ms; a diff that takes 1.5 s does not fail.
+  const stub = await standIn((req) => [200, {}, req.url.includes('/diff') ? kDiff : { id: 'cp_x' }, 1500]);
+  try {
+    const w = await Workspace.connect('x', { apiUrl: stub.url, apiKey: 'k', requestTimeoutMs: 500 });
+    assert.equal((await w.checkpoints.diff('base')).took_ms, 1234);
+    await assert.rejects(w.checkpoints.get('base'), TimeoutError);
+    const t0 = Date.now();
+    await assert.rejects(w.checkpoints.diff('base', { requestTimeoutMs: 500 }), TimeoutError);  // given: it bounds it
+    assert.ok(Date.now() - t0 < 1400);
+  } finally {
+    stub.close();
+  }
+});
+
+test('diff against berthd: unknown checkpoints, bad arguments, and the unix transport\'s refusal', async () => {
+  const cp = await ws.checkpoints.create({ name: 'diff-base' });
+  await assert.rejects(ws.checkpoints.diff('no-such-checkpoint'),
+                       (e) => e instanceof NotFoundError && e.status === 404 && /no-such-checkpoint/.test(e.message));
+  await assert.rejects(ws.checkpoints.diff('diff-base', { to: 'no-such-checkpoint' }), NotFoundError);
+  await assert.rejects(ws.checkpoints.diff('current', { to: 'diff-base' }),
+                       (e) => e instanceof InvalidArgumentError && e.status === 400);
+  await assert.rejects(ws.checkpoints.diff('diff-base', { maxEntries: 0 }),
+                       (e) => e instanceof InvalidArgumentError && /max_entries/.test(e.message));
+  assert.equal((await ws.info()).state, 'stopped');  // refused before the workspace was woken
+  // A real checkpoint: berthd starts the workspace (its host agent) and plugs the checkpoint's
+  // disks in, which the test driver does not do; past that, the host agent mounts none.
+  await assert.rejects(ws.checkpoints.diff(cp.id, { to: 'current' }),
+                       (e) => e instanceof ConflictError && e.status === 409 && e.code === 'failed_precondition'
+                         && kNoDisks.test(e.message));
 });

@@ -16,10 +16,12 @@ from .errors import (AlreadyExistsError, AuthError, BerthError, CommandExitError
                      ForbiddenError, InternalError, InvalidArgumentError, LockedError,
                      NotFoundError, QuotaExceededError, RateLimitError, StorageError,
                      TemplateBuildError, TimeoutError, UnavailableError)
-from .types import (Action, ActionsResult, Checkpoint, Click, CommandResult, DesktopControl,
-                    DesktopTicket, DirTransfer, Drag, EntryInfo, Event, HoldKey, Key, MouseDown,
-                    MouseUp, Move, NetworkStatus, Preview, ProcessInfo, RestoreResult, Screenshot,
-                    Scroll, Size, Template, TypeText, Wait, WatchEvent, WorkspaceInfo)
+from .types import (Action, ActionsResult, Checkpoint, CheckpointDiff, Click, CommandResult,
+                    DesktopControl, DesktopTicket, DiffCounts, DiffFiles, DiffPackages,
+                    DirTransfer, Drag, EntryInfo, Event, FileChange, HoldKey, Key, MouseDown,
+                    MouseUp, Move, NetworkStatus, PackageChange, Preview, ProcessInfo,
+                    RestoreResult, Screenshot, Scroll, Size, Template, TypeText, Wait, WatchEvent,
+                    WorkspaceInfo)
 from .workspace import (Checkpoints, CheckpointScope, CommandHandle, Commands, Desktop, Files,
                         Network, Previews, Pty, PtyHandle, Templates, WatchHandle, Workspace)
 
@@ -37,6 +39,7 @@ __all__ = [
     "RateLimitError", "StorageError", "TemplateBuildError", "TimeoutError", "UnavailableError",
     "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_REQUEST_TIMEOUT", "DEFAULT_WAIT_TIMEOUT",
     "STREAM_IDLE_TIMEOUT", "Checkpoints", "AsyncCheckpoints", "CheckpointScope",
-    "AsyncCheckpointScope", "Checkpoint", "RestoreResult", "Templates", "AsyncTemplates",
+    "AsyncCheckpointScope", "Checkpoint", "RestoreResult", "CheckpointDiff", "DiffFiles",
+    "DiffCounts", "DiffPackages", "FileChange", "PackageChange", "Templates", "AsyncTemplates",
     "Template",
 ]

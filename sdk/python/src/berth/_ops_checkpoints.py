@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from ._core import Deadline, Op, Request
 from ._ops_workspaces import WorkspaceOps
-from .types import Checkpoint, Json, RestoreResult
+from .types import Checkpoint, CheckpointDiff, Json, RestoreResult
 
 
 class CheckpointOps(WorkspaceOps):
@@ -45,6 +45,21 @@ class CheckpointOps(WorkspaceOps):
                                          f"delete checkpoint {cp} of {ws}", replayable=True),
                                  deadline)
         return Checkpoint.from_json(j)
+
+    def diff_checkpoint(self, ws: str, cp: str, to: str, max_entries: Optional[int],
+                        deadline: Deadline) -> Op[CheckpointDiff]:
+        """GET …/checkpoints/{cp}/diff?to=&max_entries=: what changed from checkpoint `cp` to
+        checkpoint `to`, or to the workspace now ("current"). The guest compares, so berthd
+        starts a stopped or hibernated workspace first and the answer may take a boot and a walk
+        of the file system: the caller's deadline is a long one. Replayable: it changes no
+        state (a second attempt finds the workspace awake)."""
+        params = [("to", to)]
+        if max_entries is not None:
+            params.append(("max_entries", str(max_entries)))
+        j = yield from self.call(Request("GET", self.cp_path(ws, cp, "/diff"),
+                                         f"diff of checkpoint {cp} of {ws} to {to}",
+                                         params=params, replayable=True), deadline)
+        return CheckpointDiff.from_json(j if isinstance(j, dict) else {})
 
     def restore_checkpoint(self, ws: str, cp: str, undo: bool, wait: bool,
                            deadline: Deadline) -> Op[RestoreResult]:

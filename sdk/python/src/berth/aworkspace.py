@@ -19,10 +19,10 @@ from ._ops_events import Filter, Since, event_params
 from ._ops_pty import PtySession
 from ._ops_templates import build_deadline, template_body
 from ._async import AsyncConnection as Connection
-from .types import (Action, ActionsResult, Checkpoint, Click, CommandResult, DesktopControl,
-                    DesktopTicket, DirTransfer, Drag, EntryInfo, Event, Json, Key, MouseButton,
-                    Move, NetworkStatus, Point, Preview, ProcessInfo, RestoreResult, Screenshot,
-                    Scroll, Template, TypeText, WatchEvent, WorkspaceInfo)
+from .types import (Action, ActionsResult, Checkpoint, CheckpointDiff, Click, CommandResult,
+                    DesktopControl, DesktopTicket, DirTransfer, Drag, EntryInfo, Event, Json, Key,
+                    MouseButton, Move, NetworkStatus, Point, Preview, ProcessInfo, RestoreResult,
+                    Screenshot, Scroll, Template, TypeText, WatchEvent, WorkspaceInfo)
 
 Source = Union[bytes, IO[bytes], IO[str], Iterable[bytes]]
 
@@ -467,6 +467,23 @@ class AsyncCheckpoints:
             _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
         self._ws._info = result.workspace
         return result
+
+    async def diff(self, id_or_name: str, to: str = "current", max_entries: Optional[int] = None,
+             request_timeout: Optional[float] = None) -> CheckpointDiff:
+        """What changed from a checkpoint to another (`to`: its id or name), or to the workspace
+        as it is now (`to="current"`, the default): files added, changed and removed under
+        /workspace and the home directory (`.files`, each list at most `max_entries` long,
+        1-10000, berthd's default 1000; `.files.counts` counts them all and `.files.truncated`
+        says a list was cut), and Debian packages installed, changed and removed (`.packages`).
+        The guest compares the checkpoints' disks, so a stopped or hibernated workspace is
+        started first, as for a command (request_timeout default 300 s: a boot and a walk of
+        the file system). NotFoundError for an unknown checkpoint, InvalidArgumentError for
+        "current" as the first one or a max_entries out of range, ConflictError
+        (failed_precondition) when the workspace's agent cannot mount the disks."""
+        conn = self._ws._conn
+        return await conn.run(conn.core.diff_checkpoint(
+            self._ws.id, id_or_name, to, max_entries,
+            _core.Deadline(request_timeout or _core.DEFAULT_WAIT_TIMEOUT)))
 
     async def fork(self, id_or_name: str, name: Optional[str] = None, count: int = 1,
              labels: Optional[Dict[str, str]] = None, wait: bool = True,

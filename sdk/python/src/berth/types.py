@@ -4,10 +4,11 @@ berthd adds later never breaks an older SDK); `.raw` keeps the whole answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union
 from urllib.parse import urlsplit
 
 Json = Dict[str, Any]
+_T = TypeVar("_T")
 
 
 def _str(j: Json, key: str, default: str = "") -> str:
@@ -33,6 +34,12 @@ def _opt_int(j: Json, key: str) -> Optional[int]:
 def _strmap(j: Json, key: str) -> Dict[str, str]:
     v = j.get(key)
     return {k: x for k, x in v.items() if isinstance(x, str)} if isinstance(v, dict) else {}
+
+
+def _list(j: Json, key: str, parse: Callable[[Json], _T]) -> List[_T]:
+    """The objects of the list `key`, parsed; anything else in it is skipped."""
+    v = j.get(key)
+    return [parse(x) for x in v if isinstance(x, dict)] if isinstance(v, list) else []
 
 
 @dataclass
@@ -206,6 +213,109 @@ class RestoreResult:
         ws, undo = j.get("workspace"), j.get("undo")
         return RestoreResult(workspace=WorkspaceInfo.from_json(ws if isinstance(ws, dict) else {}),
                              undo=Checkpoint.from_json(undo) if isinstance(undo, dict) else None)
+
+
+@dataclass
+class FileChange:
+    """A file, directory or symlink added, changed or removed (CheckpointDiff.files): `path`
+    absolute as the guest sees it, `type` "file", "dir", "symlink" or "other", `size` a file's
+    bytes (the new ones for a change; 0 for the other types). A directory added or removed
+    whole is one entry: `entries` is how many it held (and `size` their bytes); 0 otherwise."""
+    path: str
+    type: str
+    size: int = 0
+    entries: int = 0
+
+    @staticmethod
+    def from_json(j: Json) -> "FileChange":
+        return FileChange(path=_str(j, "path"), type=_str(j, "type"), size=_int(j, "size"),
+                          entries=_int(j, "entries"))
+
+
+@dataclass
+class DiffCounts:
+    """How many files were added, changed and removed in all, also past max_entries."""
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+
+
+@dataclass
+class DiffFiles:
+    """The files of a diff: the lists hold at most max_entries each, `counts` all of them;
+    `truncated` when a list was cut, or the guest's walk stopped at its time budget (then the
+    counts too are of what it compared)."""
+    added: List[FileChange] = field(default_factory=list)
+    changed: List[FileChange] = field(default_factory=list)
+    removed: List[FileChange] = field(default_factory=list)
+    counts: DiffCounts = field(default_factory=DiffCounts)
+    truncated: bool = False
+
+    @staticmethod
+    def from_json(j: Json) -> "DiffFiles":
+        found = j.get("counts")
+        counts: Json = found if isinstance(found, dict) else {}
+        return DiffFiles(added=_list(j, "added", FileChange.from_json),
+                         changed=_list(j, "changed", FileChange.from_json),
+                         removed=_list(j, "removed", FileChange.from_json),
+                         counts=DiffCounts(added=_int(counts, "added"),
+                                           changed=_int(counts, "changed"),
+                                           removed=_int(counts, "removed")),
+                         truncated=j.get("truncated") is True)
+
+
+@dataclass
+class PackageChange:
+    """A Debian package ("curl", "libc6:i386") installed, removed or changed: an installed or
+    removed one has its `version`, a changed one `from_` (before) and `to` (after)."""
+    name: str
+    version: Optional[str] = None
+    from_: Optional[str] = None
+    to: Optional[str] = None
+
+    @staticmethod
+    def from_json(j: Json) -> "PackageChange":
+        return PackageChange(name=_str(j, "name"), version=_opt_str(j, "version"),
+                             from_=_opt_str(j, "from"), to=_opt_str(j, "to"))
+
+
+@dataclass
+class DiffPackages:
+    """The Debian packages of a diff: `changed` are those at another version."""
+    installed: List[PackageChange] = field(default_factory=list)
+    changed: List[PackageChange] = field(default_factory=list)
+    removed: List[PackageChange] = field(default_factory=list)
+
+    @staticmethod
+    def from_json(j: Json) -> "DiffPackages":
+        return DiffPackages(installed=_list(j, "installed", PackageChange.from_json),
+                            changed=_list(j, "changed", PackageChange.from_json),
+                            removed=_list(j, "removed", PackageChange.from_json))
+
+
+@dataclass
+class CheckpointDiff:
+    """What changed from a checkpoint to another, or to the workspace as it is now
+    (checkpoints.diff): `from_` the first checkpoint's id, `to` the second's or "current";
+    `paths` the trees compared ("/workspace" and the home directory); `files` and `packages`
+    what was added, changed and removed there; `took_ms` how long the guest took."""
+    from_: str
+    to: str
+    paths: List[str] = field(default_factory=list)
+    files: DiffFiles = field(default_factory=DiffFiles)
+    packages: DiffPackages = field(default_factory=DiffPackages)
+    took_ms: int = 0
+    raw: Json = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(j: Json) -> "CheckpointDiff":
+        files, packages, paths = j.get("files"), j.get("packages"), j.get("paths")
+        return CheckpointDiff(
+            from_=_str(j, "from"), to=_str(j, "to"),
+            paths=[p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [],
+            files=DiffFiles.from_json(files if isinstance(files, dict) else {}),
+            packages=DiffPackages.from_json(packages if isinstance(packages, dict) else {}),
+            took_ms=_int(j, "took_ms"), raw=j)
 
 
 @dataclass
