@@ -5,7 +5,8 @@
 // so checkpoints are taken of a stopped workspace here (a running one's, and memory, are for the
 // e2e tests on a real VM), and templates, which need a checkpoint with memory, are stood in for
 // by the page's own routes for /v1/templates (said where it is done); the create from a template
-// still goes to berthd.
+// still goes to berthd. A checkpoint diff needs a guest to mount the checkpoint's disks: berthd's
+// refusal here is shown as it is, and a guest's answer is the page's route.
 //
 //   BERTHD_BIN=… BERTH_AGENT_BIN=… node checkpoints.mjs [--screenshots DIR]
 //
@@ -57,10 +58,40 @@ async function step(what, body) {
 async function requestOf(page, match, click) {
   const [req] = await Promise.all([page.waitForRequest(match), click()]);
   const res = await req.response();
-  return { body: req.postDataJSON(), status: res?.status(), answer: res ? await res.json().catch(() => null) : null };
+  return { url: new URL(req.url()), body: req.postDataJSON(), status: res?.status(), answer: res ? await res.json().catch(() => null) : null };
 }
 
 const isPost = (suffix) => (r) => r.method() === 'POST' && new URL(r.url()).pathname.endsWith(suffix);
+const isDiff = (url) => /\/v1\/workspaces\/[^/]+\/checkpoints\/[^/]+\/diff$/.test(url.pathname);
+
+/** A guest's answer to a diff of checkpoint `from` (common/protocol/diff.h): every kind of file
+ * change, a directory added whole, the added list cut at max_entries (1000 of 1204), and each
+ * package list. */
+function cannedDiff(from, to) {
+  const added = [
+    { path: '/workspace/app/node_modules', type: 'dir', size: 48_213_504, entries: 5012 },
+    { path: '/workspace/app/server.js', type: 'file', size: 2310 },
+    { path: '/home/agent/.npmrc', type: 'symlink', size: 0 },
+    ...Array.from({ length: 997 }, (_, i) => ({ path: `/workspace/app/dist/chunk-${String(i).padStart(3, '0')}.js`, type: 'file', size: 1024 + i })),
+  ];
+  return {
+    from, to, paths: ['/workspace', '/home/agent'],
+    files: {
+      added,
+      changed: [{ path: '/workspace/app/package.json', type: 'file', size: 812 }, { path: '/workspace/app', type: 'dir', size: 0 }],
+      removed: [{ path: '/workspace/old-notes.txt', type: 'file', size: 12 },
+                { path: '/home/agent/.cache/pip', type: 'dir', size: 3_500_000, entries: 41 }],
+      counts: { added: 1204, changed: 2, removed: 2 },
+      truncated: true,
+    },
+    packages: {
+      installed: [{ name: 'cowsay', version: '3.03+dfsg2-8' }],
+      changed: [{ name: 'curl', from: '7.88.1-10', to: '7.88.1-10+deb12u8' }],
+      removed: [{ name: 'vim', version: '2:9.0.1378-2' }],
+    },
+    took_ms: 1234,
+  };
+}
 
 async function run(browser, berthd, base) {
   const { api } = berthd;
@@ -125,7 +156,7 @@ async function run(browser, berthd, base) {
     check(JSON.stringify(listed) === '["second","before-upgrade"]', `berthd lists ${JSON.stringify(listed)}`);
   });
 
-  let undoName;
+  let undoName, undoId;
   await step('restore asks first, says the current state is checkpointed, and names the undo checkpoint berthd made', async () => {
     const restores = [];
     const count = (r) => r.url().endsWith('/restore') && restores.push(r);
@@ -147,6 +178,7 @@ async function run(browser, berthd, base) {
     check(JSON.stringify(done.body) === '{"undo":true}', `the restore request: ${JSON.stringify(done.body)}`);
     check(done.status === 200 && done.answer.undo?.kind === 'before_restore', `berthd answered ${done.status}: ${JSON.stringify(done.answer)}`);
     undoName = done.answer.undo.name;
+    undoId = done.answer.undo.id;
     const note = panel.getByRole('status').filter({ hasText: 'Restored before-upgrade' });
     await note.filter({ hasText: `kept as checkpoint ${undoName}` }).waitFor();
     const undoRow = panel.locator(`tr[data-checkpoint="${undoName}"]`);
@@ -229,6 +261,113 @@ async function run(browser, berthd, base) {
     await panel.locator('tr[data-checkpoint="second"]').waitFor({ state: 'detached' });
     await panel.getByRole('status').filter({ hasText: 'Checkpoint second deleted' }).waitFor();
     check((await api('GET', '/v1/workspaces/cp-demo/checkpoints/second')).status === 404, 'berthd still has "second"');
+  });
+
+  const diffPanel = panel.locator('section.diff');
+  // No guest here: berthd cannot plug the checkpoint's disks into the test driver's domain (409),
+  // and a host agent would mount none (412). Either way the panel shows berthd's own words.
+  await step('a diff against berthd (no guest to mount the checkpoint\'s disks) shows berthd\'s refusal in the panel', async () => {
+    const row = panel.locator('tr[data-checkpoint="before-upgrade"]');
+    const button = row.getByRole('button', { name: 'Diff' });
+    check(await button.getAttribute('aria-expanded') === 'false', 'a closed diff\'s button is expanded');
+    const r = await requestOf(page, (q) => q.method() === 'GET' && isDiff(new URL(q.url())), () => button.click());
+    check(r.url.pathname.endsWith(`/checkpoints/${first.id}/diff`) && r.url.searchParams.get('to') === 'current'
+          && r.url.searchParams.get('max_entries') === '1000', `the diff request: ${r.url}`);
+    const refusal = /it mounts no disks|plugging the checkpoint's disks in: .*not supported by the connection driver/;
+    check((r.status === 412 || r.status === 409) && refusal.test(r.answer?.error?.message),
+          `berthd answered ${r.status}: ${JSON.stringify(r.answer)}`);
+    await diffPanel.getByRole('heading', { name: 'Changes since before-upgrade' }).waitFor();
+    const alert = diffPanel.getByRole('alert');
+    await alert.filter({ hasText: `Could not compare: ${r.answer.error.message}` }).waitFor();
+    check(refusal.test(await alert.innerText()), `the panel shows "${await alert.innerText()}"`);
+    check(await button.getAttribute('aria-expanded') === 'true', 'the open diff\'s button is not expanded');
+    check((await row.getAttribute('class'))?.includes('diffing'), 'the diffed row is not marked');
+    await shot(page, 'cp-11-diff-refused');
+    log(`the diff's refusal: "${r.answer.error.message}"`);
+  });
+
+  // From here on, a diff is answered by the page's route: what a guest would say.
+  const diffAsked = [];
+  let release = null;  // while set, the route holds its answer: the panel's progress is seen
+  const answerDiff = async (route) => {
+    const url = new URL(route.request().url());
+    diffAsked.push(url);
+    if (release) await release.promise;
+    return route.fulfill({ status: 200, contentType: 'application/json',
+                           body: JSON.stringify(cannedDiff(first.id, url.searchParams.get('to'))) });
+  };
+  await ctx.route(isDiff, answerDiff);
+
+  await step('a diff shows progress, then the files (a directory as its entries), the counts, the truncation and the packages', async () => {
+    release = {};
+    release.promise = new Promise((resolve) => { release.resolve = resolve; });
+    await diffPanel.getByRole('button', { name: 'Try again' }).click();
+    const busy = diffPanel.getByRole('status').filter({ hasText: 'Comparing before-upgrade with now…' });
+    await busy.waitFor();
+    await diffPanel.getByText('walks the files under /workspace and the home directory').waitFor();
+    check(await diffPanel.getByRole('button', { name: 'Compare again' }).isDisabled(), 'Compare again is offered while comparing');
+    check(await diffPanel.getByRole('alert').count() === 0, 'the last error is still shown while comparing');
+    check(diffAsked.length === 1 && diffAsked[0].searchParams.get('to') === 'current', `asked ${diffAsked.map(String)}`);
+    await shot(page, 'cp-12-diff-comparing');
+    const held = release;
+    release = null;
+    held.resolve();
+    await busy.waitFor({ state: 'detached' });
+
+    const sum = await diffPanel.locator('.diffsum').innerText();
+    for (const want of ['From before-upgrade to now', '1204 added, 2 changed, 2 removed in /workspace and /home/agent',
+                        '1 installed, 1 changed, 1 removed packages', 'Compared in 1.2 s']) {
+      check(sum.includes(want), `the summary says "${sum}", not "${want}"`);
+    }
+    const cut = await diffPanel.getByRole('note').innerText();
+    check(cut.includes('Not everything is listed') && cut.includes('added: 1000 of 1204 shown'), `the truncation note says "${cut}"`);
+    const group = (name) => diffPanel.locator('details.diffgroup', { has: page.locator('summary', { hasText: name }) });
+    const added = group('Added');
+    check(await added.locator('summary .count').innerText() === '1204', 'the Added group does not count 1204');
+    check(await added.locator('tbody tr').count() === 1000, `the Added group lists ${await added.locator('tbody tr').count()} rows`);
+    const cells = async (g, p) => (await g.locator('tbody tr', { has: page.getByText(p, { exact: true }) }).locator('td').allInnerTexts()).join(' | ');
+    const rows = {
+      'added dir': [await cells(added, '/workspace/app/node_modules'), '/workspace/app/node_modules | directory | 5012 entries · 46 MiB'],
+      'added file': [await cells(added, '/workspace/app/server.js'), '/workspace/app/server.js | file | 2.3 KiB'],
+      'added link': [await cells(added, '/home/agent/.npmrc'), '/home/agent/.npmrc | link | —'],
+      'changed file': [await cells(group('Changed').first(), '/workspace/app/package.json'), '/workspace/app/package.json | file | 812 B'],
+      'changed dir': [await cells(group('Changed').first(), '/workspace/app'), '/workspace/app | directory | —'],
+      'removed file': [await cells(group('Removed').first(), '/workspace/old-notes.txt'), '/workspace/old-notes.txt | file | 12 B'],
+      'removed dir': [await cells(group('Removed').first(), '/home/agent/.cache/pip'), '/home/agent/.cache/pip | directory | 41 entries · 3.3 MiB'],
+    };
+    for (const [what, [got, want]] of Object.entries(rows)) check(got === want, `the ${what} row shows "${got}", not "${want}"`);
+    const packages = async (name) => (await group(name).last().locator('tbody tr').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+    check(JSON.stringify(await packages('Installed')) === '["cowsay 3.03+dfsg2-8"]', `installed: ${JSON.stringify(await packages('Installed'))}`);
+    check(JSON.stringify(await packages('Changed')) === '["curl 7.88.1-10 → 7.88.1-10+deb12u8"]', `changed: ${JSON.stringify(await packages('Changed'))}`);
+    check(JSON.stringify(await packages('Removed')) === '["vim 2:9.0.1378-2"]', `removed: ${JSON.stringify(await packages('Removed'))}`);
+    const toTop = (el) => el.scrollIntoView({ block: 'start' });  // clear of the sticky bar (scroll-margin-top)
+    await diffPanel.evaluate(toTop);
+    await shot(page, 'cp-13-diff');
+    // The added list folded away: the rest of the answer in sight.
+    await added.locator('summary').click();
+    check(!(await added.evaluate((d) => d.open)), 'the Added group did not fold');
+    await diffPanel.evaluate(toTop);
+    await shot(page, 'cp-14-diff-folded');
+  });
+
+  await step('picking another checkpoint as the \'to\' side asks berthd with to=<its id>; Close puts the focus back', async () => {
+    const to = diffPanel.getByLabel('Compared with');
+    const options = await to.locator('option').allInnerTexts();
+    check(options.length === 2 && options[0].startsWith('now') && options[1].startsWith(`${undoName} (`), `the 'to' choices: ${JSON.stringify(options)}`);
+    const [req] = await Promise.all([page.waitForRequest((q) => isDiff(new URL(q.url()))), to.selectOption(undoId)]);
+    const url = new URL(req.url());
+    check(url.searchParams.get('to') === undoId && url.pathname.endsWith(`/checkpoints/${first.id}/diff`), `the diff request: ${url}`);
+    await diffPanel.locator('.diffsum').filter({ hasText: `From before-upgrade to ${undoName}` }).waitFor();
+    const again = await Promise.all([page.waitForRequest((q) => isDiff(new URL(q.url()))),
+                                     diffPanel.getByRole('button', { name: 'Compare again' }).click()]);
+    check(new URL(again[0].url()).searchParams.get('to') === undoId, `Compare again asked ${again[0].url()}`);
+    await diffPanel.locator('.diffsum').waitFor();
+    await diffPanel.getByRole('button', { name: 'Close' }).click();
+    await diffPanel.waitFor({ state: 'detached' });
+    const button = panel.locator('tr[data-checkpoint="before-upgrade"]').getByRole('button', { name: 'Diff' });
+    check(await button.evaluate((b) => b === document.activeElement), 'the focus is not back on the Diff button');
+    check(await button.getAttribute('aria-expanded') === 'false', 'a closed diff\'s button is expanded');
+    await ctx.unroute(isDiff, answerDiff);
   });
 
   await step('publishing a template asks berthd for one from the workspace and shows its refusal', async () => {
@@ -466,6 +605,13 @@ async function run(browser, berthd, base) {
   const tabBox = await pp.locator('nav.tabs a[aria-current="page"]').boundingBox();
   check(tabBox && tabBox.x >= 0 && tabBox.x + tabBox.width <= kViewports.phone.width, `the Checkpoints tab is out of sight: ${JSON.stringify(tabBox)}`);
   await shot(pp, 'cp-07-panel');
+  // The diff panel at phone width, a guest's answer from the page's route.
+  await phone.route(isDiff, (route) => route.fulfill({ status: 200, contentType: 'application/json',
+                                                       body: JSON.stringify(cannedDiff(first.id, 'current')) }));
+  await pp.locator('tr[data-checkpoint="before-upgrade"]').getByRole('button', { name: 'Diff' }).click();
+  await pp.locator('section.diff .diffsum').waitFor();
+  await pp.locator('section.diff').evaluate((el) => el.scrollIntoView({ block: 'start' }));
+  await shot(pp, 'cp-13-diff');
   await phone.close();
 
   await ctx.close();

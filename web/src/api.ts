@@ -75,6 +75,47 @@ export interface Restored {
   undo: Checkpoint | null;
 }
 
+/** A file, directory or link added, changed or removed since a checkpoint. A directory added or
+ * removed whole is one entry: `entries` counts what it holds and `size` their bytes. */
+export interface FileChange {
+  path: string;  // absolute, as the guest sees it
+  type: 'file' | 'dir' | 'symlink' | 'other' | string;
+  size: number;  // a file's bytes (the new one's for a change)
+  entries?: number;
+}
+
+/** GET …/checkpoints/{cp}/diff's answer (common/protocol/diff.h): what changed between the
+ * checkpoint and `to` (another checkpoint, or "current": the workspace as it is now). */
+export interface CheckpointDiff {
+  from: string;
+  to: string;
+  paths: string[];  // the trees compared: "/workspace", "/home/agent"
+  files: {
+    added: FileChange[];
+    changed: FileChange[];
+    removed: FileChange[];
+    counts: { added: number; changed: number; removed: number };  // all of them, also past the lists
+    /** A list was cut at max_entries, or the guest's walk stopped at its time budget (then the
+     * counts too are of what it compared). */
+    truncated: boolean;
+  };
+  packages: {
+    installed: { name: string; version: string }[];
+    changed: { name: string; from: string; to: string }[];
+    removed: { name: string; version: string }[];
+  };
+  took_ms: number;
+}
+
+/** What changed since checkpoint `cp` of `ws`, up to `to` ("current", or another checkpoint's
+ * id), at most `maxEntries` files a list. A stopped or hibernated workspace is started first
+ * (the guest compares), so it can take a while. */
+export async function diffCheckpoint(ws: string, cp: string, to: string, maxEntries: number,
+                                     signal?: AbortSignal): Promise<CheckpointDiff> {
+  const q = new URLSearchParams({ to, max_entries: String(maxEntries) });
+  return call<CheckpointDiff>('GET', checkpointPath(ws, cp, `/diff?${q}`), { signal });
+}
+
 /** A template (docs/api.md, "Templates"; common/v1/template.h). What a workspace made from it is
  * (workspace, image, cpus, memory_mib, disk_gib) is there while its workspace is. */
 export interface Template {

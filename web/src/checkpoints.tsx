@@ -1,7 +1,8 @@
 // Checkpoints: the workspace's checkpoints (GET …/checkpoints, newest first) and what can be done
 // with one: take one now (of the disks, or with memory while it runs or is hibernated), restore
 // it (asking first, and saying whether the state it leaves is kept as an undo checkpoint), fork
-// it into new workspaces, publish it as a template, delete it (a 409 names what stands on it).
+// it into new workspaces, publish it as a template, delete it (a 409 names what stands on it),
+// see what changed since it (checkpoint_diff.tsx).
 // Which workspaces are forks of a checkpoint comes from the live list (`forked_from`).
 import type { ComponentChildren } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
@@ -9,6 +10,7 @@ import {
   ApiError, call, checkpointPath, currentSession, errorMessage, listTemplates, wsPath,
   type Checkpoint, type Restored, type Template, type Workspace,
 } from './api';
+import { DiffPanel } from './checkpoint_diff';
 import { navigate } from './router';
 import { ErrorNote, Modal, StatePill, ago, formatBytes, formatTime, kNameHint, kNamePattern, useNow } from './ui';
 
@@ -59,6 +61,7 @@ export function Checkpoints({ w, workspaces, put }:
   const [dialog, setDialog] = useState<Dialog | null>(null);
   const [highlight, setHighlight] = useState<string | null>(null);  // the undo checkpoint a restore named
   const [forked, setForked] = useState<{ from: string; ids: string[] } | null>(null);
+  const [diffing, setDiffing] = useState<string | null>(null);  // the checkpoint the diff panel is from
   const now = useNow(10_000);
 
   const load = async () => {
@@ -105,6 +108,7 @@ export function Checkpoints({ w, workspaces, put }:
   };
 
   const byId = useMemo(() => new Map((cps ?? []).map((c) => [c.id, c])), [cps]);
+  const diffFrom = diffing ? byId.get(diffing) : undefined;  // gone once it is deleted
   const forksOf = (ids: Set<string>) => [...workspaces.values()]
     .filter((x) => x.forked_from && ids.has(x.forked_from))
     .sort((a, b) => a.name.localeCompare(b.name));
@@ -173,7 +177,8 @@ export function Checkpoints({ w, workspaces, put }:
             const forks = forksOf(new Set([c.id]));
             const tpls = templates.filter((t) => t.checkpoint_id === c.id);
             return (
-              <tr key={c.id} data-checkpoint={c.name} class={c.id === highlight ? 'just' : undefined}>
+              <tr key={c.id} data-checkpoint={c.name}
+                  class={[c.id === highlight && 'just', c.id === diffing && 'diffing'].filter(Boolean).join(' ') || undefined}>
                 <td data-label="Name"><span class="cpname">{c.name}</span>
                   {c.kind === 'before_restore' && <span class="tag kind" title="Taken by a restore, of the state it left: restore it to undo that restore">undo point</span>}
                   {c.kind === 'rolling' && <span class="tag kind" title="Taken on a schedule">rolling</span>}
@@ -190,6 +195,9 @@ export function Checkpoints({ w, workspaces, put }:
                 <td class="row-actions"><div class="buttons">
                   <button type="button" onClick={() => setDialog({ kind: 'restore', cp: c })}>Restore</button>
                   <button type="button" class="quiet" onClick={() => setDialog({ kind: 'fork', cp: c })}>Fork</button>
+                  <button type="button" class="quiet" title="What changed since this checkpoint" data-diff-of={c.id}
+                          aria-expanded={c.id === diffing} aria-controls={c.id === diffing ? 'cp-diff' : undefined}
+                          onClick={() => setDiffing(c.id === diffing ? null : c.id)}>Diff</button>
                   {c.memory && <button type="button" class="quiet" title="Publish as a template"
                                        onClick={() => setDialog({ kind: 'publish', cp: c })}>Publish</button>}
                   <button type="button" class="quiet danger" onClick={() => setDialog({ kind: 'delete', cp: c })}>Delete</button>
@@ -199,6 +207,11 @@ export function Checkpoints({ w, workspaces, put }:
           })}</tbody>
         </table>
       )}
+      {diffFrom && <DiffPanel key={diffFrom.id} w={w} from={diffFrom} cps={cps ?? []} onClose={() => {
+        setDiffing(null);
+        // Focus goes back to the row's Diff button, as a dialog's does.
+        document.querySelector<HTMLButtonElement>(`button[data-diff-of="${CSS.escape(diffFrom.id)}"]`)?.focus();
+      }} />}
       {dialog?.kind === 'restore' && (
         <RestoreDialog key={dialog.cp.id} w={w} cp={dialog.cp} onClose={() => setDialog(null)}
                        onDone={(r) => { const c = dialog.cp; setDialog(null); restored(c, r); }} />
