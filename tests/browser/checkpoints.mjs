@@ -504,6 +504,10 @@ async function run(browser, berthd, base) {
     const got = await api('GET', '/v1/templates/web-build');
     check(got.body.state === 'failed' && got.body.error === 'the script exited with 4', `berthd has ${JSON.stringify(got.body)}`);
     await row.locator('.errtext').getByText('the script exited with 4').waitFor();
+    // The note that said it was building says how it ended.
+    await templatesPanel.getByRole('status').filter({ hasText: 'Template web-build failed to build: the script exited with 4.' }).waitFor();
+    check(await templatesPanel.getByRole('status').filter({ hasText: 'Building template web-build' }).count() === 0,
+          'the note still says the template is building');
     const log = await requestOf(page, (q) => q.method() === 'GET' && new URL(q.url()).pathname === `/v1/templates/${got.body.id}`,
                                 () => row.getByText('Script and build log').click());
     check(log.status === 200 && log.answer.build_log === 'building-web\noops\n', `the log's GET: ${log.status} ${JSON.stringify(log.answer)}`);

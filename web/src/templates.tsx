@@ -58,6 +58,8 @@ export function TemplateList({ onCreateFrom, revision }: { onCreateFrom: (t: Tem
   const [deleting, setDeleting] = useState<Template | null>(null);
   const [building, setBuilding] = useState(false);
   const [note, setNote] = useState<string | null>(null);
+  // The build the note speaks of: once it ends the note says how, instead of "building".
+  const [watching, setWatching] = useState<string | null>(null);
   // Counts the answers (and failures): each one sets the next poll while a build runs.
   const [loads, setLoads] = useState(0);
 
@@ -73,6 +75,13 @@ export function TemplateList({ onCreateFrom, revision }: { onCreateFrom: (t: Tem
   };
   useEffect(() => void load(), [revision]);
   const anyBuilding = templates?.some((t) => t.state === 'building') ?? false;
+  useEffect(() => {
+    const t = watching ? templates?.find((x) => x.name === watching) : undefined;
+    if (!t || t.state === 'building') return;
+    setWatching(null);
+    setNote(t.state === 'failed' ? `Template ${t.name} failed to build: ${t.error ?? 'see its log below'}.`
+                                 : `Template ${t.name} is built: create a workspace from it.`);
+  }, [templates, watching]);
   useEffect(() => {
     if (!anyBuilding) return;
     const timer = window.setTimeout(() => void load(), kBuildPollMs);
@@ -154,6 +163,7 @@ export function TemplateList({ onCreateFrom, revision }: { onCreateFrom: (t: Tem
                                 setBuilding(false);
                                 setNote(`Building template ${t.name} in workspace ${t.workspace ?? `template-${t.name}`}: ` +
                                         'its state below changes when the build ends.');
+                                setWatching(t.name);
                                 void load();
                               }} />
       )}
