@@ -48,6 +48,21 @@ http::Task<void> Create(ApiContext& ctx, http::Exchange& ex) {
       co_return;
     }
     fork->by = ActorOf(ex);
+    // A retry with the Idempotency-Key of a fork already made: that workspace, 200, and no
+    // second checkpoint.
+    fork->idempotency_key = std::string(ex.header("Idempotency-Key"));
+    if (!fork->idempotency_key.empty()) {
+      auto earlier = co_await ctx.Blocking([&] { return ctx.service.ByIdempotencyKey(tenant, fork->idempotency_key); });
+      if (!earlier) {
+        co_await ex.SendError(earlier.error());
+        co_return;
+      }
+      if (*earlier) {
+        Result<Workspace> ws = std::move(**earlier);
+        co_await SendWorkspace(ctx, ex, status::ok, ws);
+        co_return;
+      }
+    }
     auto forked = co_await ctx.service.Fork(tenant, std::move(*fork));
     if (!forked) {
       co_await ex.SendError(forked.error());

@@ -48,8 +48,24 @@ Task<Result<std::vector<Workspace>>> WorkspaceService::Fork(std::string tenant_i
   auto found = Lookup(tenant_id, request.source);
   if (!found) co_return Fail(found.error());
   ActorPtr source = *found;
+  if (request.count != 1) request.idempotency_key.clear();
+  if (!request.idempotency_key.empty()) {
+    // Before any checkpoint is taken for it: a retry takes none.
+    auto read = [this, &tenant_id, &request] { return ByIdempotencyKey(tenant_id, request.idempotency_key); };
+    auto earlier = co_await Blocking(std::move(read));
+    if (!earlier) co_return Fail(earlier.error());
+    if (*earlier) co_return std::vector<Workspace>{std::move(**earlier)};
+  }
   std::string checkpoint = request.checkpoint.value_or("");
   if (checkpoint.empty()) {
+    // A name already taken is refused before a checkpoint is taken for nothing (ForkBlocking
+    // asks again, under the lock).
+    for (int i = 1; i <= request.count; ++i) {
+      std::string name = request.count == 1 ? request.name : fmt::format("{}-{}", request.name, i);
+      if (Find(tenant_id, name)) {
+        co_return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", name));
+      }
+    }
     // The state it is in now, memory and processes too when it has them.
     CheckpointRequest take;
     State now = source->Snapshot().state;
@@ -89,6 +105,14 @@ Task<Result<std::vector<Workspace>>> WorkspaceService::ForkOp(ActorPtr source, s
 Result<std::vector<Workspace>> WorkspaceService::ForkBlocking(const std::string& tenant_id, const Workspace& source,
                                                               const store::Checkpoint& c, const ForkRequest& request) {
   std::lock_guard create(create_mutex_);
+  // A retry that raced the first request's registration: the workspace it made.
+  if (!request.idempotency_key.empty()) {
+    auto earlier = store_.FindIdempotencyKey(tenant_id, request.idempotency_key);
+    if (!earlier) return Fail(earlier.error());
+    if (*earlier) {
+      if (auto actor = FindById(**earlier)) return std::vector<Workspace>{actor->Snapshot()};
+    }
+  }
   std::vector<std::string> names;
   for (int i = 1; i <= request.count; ++i) {
     names.push_back(request.count == 1 ? request.name : fmt::format("{}-{}", request.name, i));
@@ -143,7 +167,7 @@ Result<std::vector<Workspace>> WorkspaceService::ForkBlocking(const std::string&
                                source.name, c.name == c.id ? c.id : fmt::format("'{}' ({})", c.name, c.id),
                                c.memory ? "memory" : "disks", ws.image, ws.image_version.substr(0, 12), ws.vcpus,
                                ws.memory_mib, ws.disk_gib);
-    auto registered = Register(std::move(ws), *image, request.by, "", message);
+    auto registered = Register(std::move(ws), *image, request.by, request.idempotency_key, message);
     if (!registered) {
       if (made.empty()) return Fail(registered.error());
       return Fail(registered.error().code, fmt::format("{} of {} forks were made ({}); the next: {}", made.size(),

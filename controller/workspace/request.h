@@ -67,6 +67,9 @@ struct ForkRequest {
   std::optional<std::string> checkpoint;  // none: one is taken now (with memory when it runs or sleeps)
   std::optional<nlohmann::json> labels;   // none: the source's
   std::string template_name;              // POST /v1/workspaces {"template"}: the source and checkpoint are its
+  // POST /v1/workspaces's Idempotency-Key (a fork of count 1): a retry with the same key gets
+  // the workspace the first made, and takes no second checkpoint.
+  std::string idempotency_key;
 };
 // Whether a POST /v1/workspaces body asks for a fork (it has "from" or "template").
 bool IsForkRequest(const nlohmann::json& body);

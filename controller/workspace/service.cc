@@ -224,6 +224,17 @@ std::vector<WorkspaceService::ActorPtr> WorkspaceService::AllActors() const {
 
 // --- create -------------------------------------------------------------------------------------
 
+Result<std::optional<Workspace>> WorkspaceService::ByIdempotencyKey(const std::string& tenant_id,
+                                                                   const std::string& key) const {
+  if (key.size() > 200) return Fail(ErrorCode::kInvalidArgument, "Idempotency-Key is longer than 200 characters");
+  auto earlier = store_.FindIdempotencyKey(tenant_id, key);
+  if (!earlier) return Fail(earlier.error());
+  if (!*earlier) return std::optional<Workspace>();
+  auto actor = FindById(**earlier);
+  if (!actor) return std::optional<Workspace>();
+  return std::optional<Workspace>(actor->Snapshot());
+}
+
 Result<CreateResult> WorkspaceService::CreateBlocking(const std::string& tenant_id,
                                                       const CreateRequest& request,
                                                       const std::string& idempotency_key) {

@@ -272,6 +272,9 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
   // machine before any request reaches it: its own agent token, hostname, machine-id, SSH host
   // keys, MAC, generation ID and uid; one that cannot be given them is destroyed (error), never
   // handed out. Answers once they are recorded (creating); their boots follow.
+  // The workspace an earlier create or fork with this Idempotency-Key made, if any (blocking:
+  // SQLite). invalid_argument for a key past 200 characters.
+  Result<std::optional<Workspace>> ByIdempotencyKey(const std::string& tenant_id, const std::string& key) const;
   Task<Result<std::vector<Workspace>>> Fork(std::string tenant_id, ForkRequest request);
 
   // --- templates (templates.cc) ---------------------------------------------------------------

@@ -365,11 +365,19 @@ TEST_CASE("berthd's forks: a fork of a stopped workspace's checkpoint reads its 
     forks.push_back(w["id"]);
   }
   CHECK((*made)["workspaces"][0]["name"] == "twig-1");
-  auto single = api.Json(verb::post, "/v1/workspaces",
-                         json{{"name", "leaf"}, {"from", {{"workspace", "origin"}, {"checkpoint", "base"}}}});
+  // With an Idempotency-Key, a retry gets the fork the first made (not a 409 for its name).
+  client::Headers idem = {{"Idempotency-Key", "fork-leaf-1"}};
+  json leaf = {{"name", "leaf"}, {"from", {{"workspace", "origin"}, {"checkpoint", "base"}}}};
+  auto single = api.Json(verb::post, "/v1/workspaces", leaf, idem);
   REQUIRE(single.has_value());
   CHECK((*single)["forked_from"] == cp);
   forks.push_back((*single)["id"]);
+  auto retried = api.Json(verb::post, "/v1/workspaces", leaf, idem);
+  REQUIRE(retried.has_value());
+  CHECK((*retried)["id"] == (*single)["id"]);
+  auto twice = api.Json(verb::post, "/v1/workspaces", leaf);
+  REQUIRE_FALSE(twice.has_value());
+  CHECK(twice.error().code == ErrorCode::kAlreadyExists);
   for (const auto& f : forks) {
     auto up = api.Json(verb::post, "/v1/workspaces/" + f + "/wait", json{{"state", "running"}, {"timeout_s", 30}});
     INFO(f);

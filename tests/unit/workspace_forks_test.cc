@@ -355,6 +355,40 @@ TEST_CASE("forks: a fork is registered behind the source's queued operations, so
   }
 }
 
+TEST_CASE("forks: a retry with the same Idempotency-Key gets the fork the first made, and no second checkpoint is taken",
+          "[service][forks]") {
+  ForkFixture t;
+  auto source = t.f.Create("origin");
+  REQUIRE(t.f.Reaches(source.id, State::kRunning));
+  REQUIRE(t.f.Stop(source.id).has_value());
+  REQUIRE(t.f.Reaches(source.id, State::kStopped));
+  ForkRequest request;
+  request.source = "origin";
+  request.name = "again";
+  request.idempotency_key = "retry-me";
+  auto first = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, request));
+  INFO((first ? "" : first.error().message));
+  REQUIRE(first.has_value());
+  auto second = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, request));
+  REQUIRE(second.has_value());
+  REQUIRE(second->size() == 1);
+  CHECK(second->front().id == first->front().id);
+  auto rows = t.f.store->ListCheckpoints(source.id);
+  REQUIRE(rows.has_value());
+  CHECK(rows->size() == 1);
+  // Another key is another fork (here refused by its name, taken).
+  request.idempotency_key = "another";
+  auto third = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, request));
+  REQUIRE_FALSE(third.has_value());
+  CHECK(third.error().code == ErrorCode::kAlreadyExists);
+  CHECK(t.f.store->ListCheckpoints(source.id)->size() == 1);  // refused before its checkpoint
+  auto long_key = request;
+  long_key.idempotency_key = std::string(201, 'k');
+  auto refused = t.f.runner.Sync(t.f.service->Fork(t.f.tenant, long_key));
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().code == ErrorCode::kInvalidArgument);
+}
+
 TEST_CASE("forks: a fork request that would widen or resize the source is refused; names and counts are checked",
           "[service][forks]") {
   auto wide = ParseForkRequest({{"name", "x"}, {"from", {{"workspace", "a"}}}, {"network", {{"egress", "open"}}}});
