@@ -123,7 +123,12 @@ TEST_CASE("berthd's timeline: each exec with its command, exit code and duration
   REQUIRE(client::Move(agent, scope, dir + "/app/a.txt", dir + "/app/b.txt").has_value());
   REQUIRE_FALSE(client::Move(agent, scope, dir + "/app/missing", dir + "/app/c.txt").has_value());
   REQUIRE(client::Remove(admin, scope, dir + "/app", /*recursive=*/true).has_value());
-  auto files = Events(admin, id, "&type=file_*,dir_*");
+  // (A change's event is written as its exchange ends, which may be just after the answer.)
+  json files;
+  WaitFor([&] {
+    files = Events(admin, id, "&type=file_*,dir_*");
+    return files.size() >= 4;
+  }, std::chrono::seconds(10));
   REQUIRE(Types(files) == std::vector<std::string>{"dir_created", "file_written", "file_moved", "file_deleted"});
   CHECK(files[0]["data"]["path"] == dir + "/app");
   CHECK(files[1]["data"]["bytes"] == 5);
