@@ -57,6 +57,9 @@ Task<Result<CheckpointDiff>> WorkspaceService::DiffCheckpoints(std::string tenan
   auto found = Lookup(tenant_id, id_or_name);
   if (!found) co_return Fail(found.error());
   ActorPtr a = *found;
+  if (request.from == kDiffToCurrent) {
+    co_return Fail(ErrorCode::kInvalidArgument, "a diff starts at a checkpoint: 'current' can only be its 'to'");
+  }
   if (request.max_entries < 1 || request.max_entries > protocol::kMaxDiffEntries) {
     co_return Fail(ErrorCode::kInvalidArgument,
                    fmt::format("max_entries must be 1 to {}", protocol::kMaxDiffEntries));
@@ -69,9 +72,6 @@ Task<Result<CheckpointDiff>> WorkspaceService::DiffCheckpoints(std::string tenan
   for (const auto& name : {request.from, request.to}) {
     if (name == kDiffToCurrent) continue;
     if (auto c = ReadyCheckpoint(*rows, name, ws); !c) co_return Fail(c.error());
-  }
-  if (request.from == kDiffToCurrent) {
-    co_return Fail(ErrorCode::kInvalidArgument, "a diff starts at a checkpoint: 'current' can only be its 'to'");
   }
   auto link = co_await Wake(tenant_id, a->id(), wake, by, "a checkpoint diff");
   if (!link) co_return Fail(link.error());
@@ -98,8 +98,9 @@ Task<Result<CheckpointDiff>> WorkspaceService::DiffOp(ActorPtr a, DiffRequest re
     if (!found) co_return Fail(found.error());
     to = std::move(*found);
   }
-  auto link = ReadLink(ws);
-  if (!link) co_return Fail(link.error());
+  // The running boot's agent, as its boot found it (no file read on the strand).
+  auto link = a->link();
+  if (!link) co_return Fail(ErrorCode::kUnavailable, fmt::format("workspace '{}' has no agent link yet", ws.name));
   Layout layout = LayoutFor(ws.id);
 
   // The overlays, each on its checkpoint's layer, given to the VM's QEMU, and plugged in.

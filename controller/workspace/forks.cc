@@ -60,12 +60,7 @@ Task<Result<std::vector<Workspace>>> WorkspaceService::Fork(std::string tenant_i
   if (checkpoint.empty()) {
     // A name already taken is refused before a checkpoint is taken for nothing (ForkBlocking
     // asks again, under the lock).
-    for (int i = 1; i <= request.count; ++i) {
-      std::string name = request.count == 1 ? request.name : fmt::format("{}-{}", request.name, i);
-      if (Find(tenant_id, name)) {
-        co_return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", name));
-      }
-    }
+    if (auto names = FreeForkNames(tenant_id, request); !names) co_return Fail(names.error());
     // The state it is in now, memory and processes too when it has them.
     CheckpointRequest take;
     State now = source->Snapshot().state;
@@ -102,6 +97,18 @@ Task<Result<std::vector<Workspace>>> WorkspaceService::ForkOp(ActorPtr source, s
   co_return co_await Blocking(std::move(fork));
 }
 
+Result<std::vector<std::string>> WorkspaceService::FreeForkNames(const std::string& tenant_id,
+                                                                 const ForkRequest& request) const {
+  std::vector<std::string> names;
+  for (int i = 1; i <= request.count; ++i) {
+    names.push_back(request.count == 1 ? request.name : fmt::format("{}-{}", request.name, i));
+    if (Find(tenant_id, names.back())) {
+      return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", names.back()));
+    }
+  }
+  return names;
+}
+
 Result<std::vector<Workspace>> WorkspaceService::ForkBlocking(const std::string& tenant_id, const Workspace& source,
                                                               const store::Checkpoint& c, const ForkRequest& request) {
   std::lock_guard create(create_mutex_);
@@ -113,13 +120,9 @@ Result<std::vector<Workspace>> WorkspaceService::ForkBlocking(const std::string&
       if (auto actor = FindById(**earlier)) return std::vector<Workspace>{actor->Snapshot()};
     }
   }
-  std::vector<std::string> names;
-  for (int i = 1; i <= request.count; ++i) {
-    names.push_back(request.count == 1 ? request.name : fmt::format("{}-{}", request.name, i));
-    if (Find(tenant_id, names.back())) {
-      return Fail(ErrorCode::kAlreadyExists, fmt::format("a workspace named '{}' already exists", names.back()));
-    }
-  }
+  auto free = FreeForkNames(tenant_id, request);
+  if (!free) return Fail(free.error());
+  const std::vector<std::string>& names = *free;
   if (source.state == State::kDeleting) {
     return Fail(ErrorCode::kFailedPrecondition, fmt::format("workspace '{}' is being deleted", source.name));
   }

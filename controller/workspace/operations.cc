@@ -218,7 +218,9 @@ Task<Status> WorkspaceService::WaitForAgent(const ActorPtr& a, std::chrono::seco
     last = answer.error();
     // A fork's guest may hold the token its identity call gave, which a berthd killed right
     // after the call never wrote (GiveIdentity keeps it in next_token first): that one, then.
+    // Only a fork yet to be given its identity can have one; other boots read no file here.
     auto adopt = [this, ws, link = *link]() -> std::optional<agent_client::AgentLink> {
+      if (!ws.fresh_identity) return std::nullopt;
       std::ifstream in(LayoutFor(ws.id).next_token());
       std::string next;
       if (!std::getline(in, next) || next.empty() || next == link.token) return std::nullopt;

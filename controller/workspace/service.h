@@ -427,6 +427,8 @@ class WorkspaceService : public network::WorkspaceNetworkApi {
                                 const std::string& idempotency_key, const std::string& message);
   // Fork's registration, queued on the source's actor (so never beside a delete of the
   // checkpoint).
+  // The forks' names ("name", or "name-1".."name-N"), none of them taken in the tenant.
+  Result<std::vector<std::string>> FreeForkNames(const std::string& tenant_id, const ForkRequest& request) const;
   Task<Result<std::vector<Workspace>>> ForkOp(ActorPtr source, std::string tenant_id, ForkRequest request,
                                               std::string checkpoint);
   Result<std::vector<Workspace>> ForkBlocking(const std::string& tenant_id, const Workspace& source,
